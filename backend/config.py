@@ -1,0 +1,246 @@
+"""The run-config schema: the one definition of every training parameter.
+
+The UI form, YAML presets, `launch.py train --set`, the worker and "show CLI command" all read it.
+Each field carries its label (title), help (description), range and group once, here.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ALL_MODES = ("sft", "rm", "dpo", "kto", "ppo", "grpo", "rloo")
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_DATASET = "demo-sft-instructions"
+
+
+class ConfigError(ValueError):
+    """Invalid run settings; `errors` holds one line per problem, each naming its field."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+def _meta(group: str = "basic", **extra: Any) -> dict:
+    return {"group": group, **extra}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraSettings(_Section):
+    r: int = Field(8, ge=1, le=1024, title="LoRA rank", description="Rank of the low-rank update matrices.",
+                   json_schema_extra=_meta())
+    alpha: int = Field(16, ge=1, le=4096, title="LoRA alpha",
+                       description="Scaling of the update (alpha / r). Commonly 2 × r.", json_schema_extra=_meta())
+    dropout: float = Field(0.05, ge=0.0, le=0.9, title="LoRA dropout", description="Dropout on the LoRA input.",
+                           json_schema_extra=_meta("advanced"))
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "v_proj"], title="Target modules",
+        description="Module names to adapt, comma-separated (e.g. q_proj,v_proj), or all-linear.",
+        json_schema_extra=_meta("advanced"))
+
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _split(cls, v):
+        if isinstance(v, str):
+            v = [p.strip() for p in v.split(",")]
+        if isinstance(v, list):
+            v = [str(p).strip() for p in v if str(p).strip()]
+            if not v:
+                raise ValueError("name at least one module (e.g. q_proj,v_proj) or all-linear")
+        return v
+
+
+class RunConfig(_Section):
+    name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
+                      json_schema_extra=_meta())
+    mode: Literal[ALL_MODES] = Field("sft", title="Training mode",
+                                     description="sft: supervised fine-tuning; rm: reward model; dpo / kto: "
+                                                 "preference tuning; ppo / grpo / rloo: reinforcement learning.",
+                                     json_schema_extra=_meta())
+    model: str = Field(DEFAULT_MODEL, min_length=1, title="Model",
+                       description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
+                                   "or a Hugging Face Hub id.", json_schema_extra=_meta())
+    dataset: str = Field(DEFAULT_DATASET, min_length=1, title="Dataset",
+                         description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, or a "
+                                     "datasets.save_to_disk folder.", json_schema_extra=_meta())
+    finetuning: Literal["lora", "full"] = Field(
+        "lora", title="Fine-tuning", description="lora: train a small adapter; full: update every weight.",
+        json_schema_extra=_meta())
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+
+    learning_rate: float = Field(2e-4, gt=0, le=1, title="Learning rate",
+                                 description="Peak learning rate (LoRA: 1e-4 to 5e-4; full: 1e-5 to 5e-5).",
+                                 json_schema_extra=_meta())
+    max_steps: int = Field(-1, ge=-1, le=10_000_000, title="Max steps",
+                           description="Optimizer steps to train; -1 trains for the number of epochs.",
+                           json_schema_extra=_meta())
+    num_train_epochs: float = Field(1.0, gt=0, le=1000, title="Epochs",
+                                    description="Passes over the dataset (used when max steps is -1).",
+                                    json_schema_extra=_meta())
+    per_device_train_batch_size: int = Field(2, ge=1, le=4096, title="Batch size",
+                                             description="Examples per device per step.", json_schema_extra=_meta())
+    gradient_accumulation_steps: int = Field(1, ge=1, le=4096, title="Gradient accumulation",
+                                             description="Micro-batches summed before each optimizer step.",
+                                             json_schema_extra=_meta())
+    max_length: int = Field(512, ge=8, le=1_000_000, title="Max length",
+                            description="Tokens per example; longer ones are truncated.", json_schema_extra=_meta())
+    seed: int = Field(42, ge=0, le=2**32 - 1, title="Seed", description="Random seed for data order and init.",
+                      json_schema_extra=_meta("advanced"))
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", title="Precision",
+        description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16.",
+        json_schema_extra=_meta("advanced"))
+    gradient_checkpointing: bool = Field(False, title="Gradient checkpointing",
+                                         description="Recompute activations in the backward pass: less memory, "
+                                                     "~25% slower.", json_schema_extra=_meta("advanced"))
+    packing: bool = Field(False, title="Packing",
+                          description="Pack several short examples into each sequence (SFT).",
+                          json_schema_extra=_meta("advanced", modes=["sft"]))
+    padding_free: bool = Field(False, title="Padding-free",
+                               description="Concatenate a batch without padding (needs flash attention on GPU).",
+                               json_schema_extra=_meta("advanced", modes=["sft"]))
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "linear", title="LR schedule", description="How the learning rate changes over training.",
+        json_schema_extra=_meta("advanced"))
+    warmup_steps: int = Field(0, ge=0, le=1_000_000, title="Warm-up steps",
+                              description="Steps of linear learning-rate warm-up.", json_schema_extra=_meta("advanced"))
+    weight_decay: float = Field(0.0, ge=0, le=1, title="Weight decay", description="AdamW weight decay.",
+                                json_schema_extra=_meta("advanced"))
+    max_grad_norm: float = Field(1.0, ge=0, le=1e6, title="Max gradient norm",
+                                 description="Gradient clipping; 0 disables it.", json_schema_extra=_meta("advanced"))
+    logging_steps: int = Field(1, ge=1, le=100_000, title="Logging interval",
+                               description="Log metrics every N steps (the live plots read these).",
+                               json_schema_extra=_meta("advanced"))
+    save_steps: int = Field(0, ge=0, le=10_000_000, title="Checkpoint interval",
+                            description="Save a checkpoint every N steps; 0 saves only the final adapter.",
+                            json_schema_extra=_meta("advanced"))
+    num_processes: int = Field(1, ge=1, le=4096, title="Processes",
+                               description="Training processes on this machine (one per GPU), via accelerate.",
+                               json_schema_extra=_meta("advanced"))
+
+    @model_validator(mode="after")
+    def _check_mode_available(self):
+        from backend.modes import available_modes
+
+        if self.mode not in available_modes():
+            raise ValueError(f"mode '{self.mode}' is not available yet; choose one of: "
+                             f"{', '.join(available_modes())}")
+        return self
+
+
+# ---- field paths: one list of names, derived from the schema ----
+
+def _is_section(annotation) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def field_paths(model: type[BaseModel] = RunConfig, prefix: str = ""):
+    """Yield (dotted path, FieldInfo) for every leaf setting."""
+    for name, info in model.model_fields.items():
+        if _is_section(info.annotation):
+            yield from field_paths(info.annotation, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", info
+
+
+def field_info(path: str):
+    for p, info in field_paths():
+        if p == path:
+            return info
+    raise KeyError(path)
+
+
+def choices(info) -> list[str] | None:
+    ann = info.annotation
+    return list(get_args(ann)) if get_origin(ann) is Literal else None
+
+
+def get_path(data: dict, path: str):
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+def set_path(data: dict, path: str, value) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[leaf] = value
+
+
+# ---- building and validating ----
+
+def _format_errors(err: ValidationError) -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            known = [p for p, _ in field_paths()]
+            close = difflib.get_close_matches(loc, known, n=1)
+            msg = "unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")
+        elif "input" in e and e["type"] not in ("missing",) and not isinstance(e["input"], dict):
+            msg += f" (got {e['input']!r})"
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return lines
+
+
+def build_config(data: dict | None = None) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data or {})
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err)) from None
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError([f"--set {item!r}: expected key=value (e.g. lora.r=16)"])
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    known = [p for p, _ in field_paths()]
+    if key not in known:
+        close = difflib.get_close_matches(key, known, n=1)
+        raise ConfigError([f"--set {key}: unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")])
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if field_info(key).annotation is str and value is not None:
+        value = raw  # keep names like "1e-3" or "007" as typed
+    return key, value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    data = yaml.safe_load(yaml.safe_dump(data or {}))  # deep copy
+    for item in overrides:
+        key, value = parse_override(item)
+        set_path(data, key, value)
+    return data
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError([f"{path}: config file not found"])
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError([f"{path}: not valid YAML ({e})"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path}: expected a mapping of settings at the top level"])
+    try:
+        return build_config(apply_overrides(data, overrides or []))
+    except ConfigError as e:
+        raise ConfigError([f"{path}: {line}" for line in e.errors]) from None
+
+
+def to_yaml(config: RunConfig, only_changed: bool = False) -> str:
+    data = config.model_dump(exclude_defaults=only_changed)
+    return yaml.safe_dump(data, sort_keys=False)

