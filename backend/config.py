@@ -73,7 +73,7 @@ class RunConfig(_Section):
     finetuning: Literal["lora", "full"] = Field(
         "lora", title="Fine-tuning", description="lora: train a small adapter; full: update every weight.",
         json_schema_extra=_meta())
-    lora: LoraSettings = Field(default_factory=LoraSettings)
+    lora: LoraSettings = Field(default_factory=LoraSettings, title="LoRA")
 
     learning_rate: float = Field(2e-4, gt=0, le=1, title="Learning rate",
                                  description="Peak learning rate (LoRA: 1e-4 to 5e-4; full: 1e-5 to 5e-5).",

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS runs (
     config TEXT NOT NULL,
     created_at REAL NOT NULL,
     started_at REAL,
+    train_started_at REAL,
     finished_at REAL,
     pid INTEGER,
     worker_pid INTEGER,
@@ -68,6 +69,7 @@ class Run:
     config: RunConfig
     created_at: float
     started_at: float | None = None
+    train_started_at: float | None = None
     finished_at: float | None = None
     pid: int | None = None
     worker_pid: int | None = None

@@ -1,0 +1,184 @@
+"""Text and HTML the UI shows for runs, errors and commands: plain functions, unit-tested without a browser."""
+from __future__ import annotations
+
+import html
+import json
+import shlex
+import time
+from pathlib import Path
+
+from backend.config import RunConfig, field_paths, get_path, to_yaml
+from backend.store import Run
+
+RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
+_STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",
+                  "failed": "#dc2626", "stopped": "#d97706"}
+_TITLES = {path: info.title for path, info in field_paths()}
+
+
+# ---- times ----
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "-"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def fmt_time(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return "-"
+    now = time.time() if now is None else now
+    same_day = time.localtime(ts)[:3] == time.localtime(now)[:3]
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def run_duration(run: Run, now: float) -> float | None:
+    if not run.started_at:
+        return None
+    return (run.finished_at or now) - run.started_at
+
+
+def eta_seconds(run: Run, now: float) -> float | None:
+    """Time left, from the pace since training began (model loading excluded); None when unknown."""
+    if run.status != "running" or not run.train_started_at or not run.total_steps or run.step <= 0:
+        return None
+    per_step = (now - run.train_started_at) / run.step
+    return max(0.0, per_step * (run.total_steps - run.step))
+
+
+def seconds_per_step(run: Run, now: float) -> float | None:
+    if not run.train_started_at or run.step <= 0:
+        return None
+    end = run.finished_at if run.finished_at and not run.active else now
+    return (end - run.train_started_at) / run.step
+
+
+# ---- runs ----
+
+def progress_cell(run: Run) -> str:
+    if run.total_steps:
+        return f"{run.step}/{run.total_steps} ({100 * run.step / run.total_steps:.0f}%)"
+    return f"{run.step}" if run.step else "-"
+
+
+def run_table_rows(runs: list[Run], now: float | None = None) -> list[list[str]]:
+    now = time.time() if now is None else now
+    return [[r.name, r.mode, _status_word(r), progress_cell(r), fmt_time(r.started_at or r.created_at, now),
+             fmt_duration(run_duration(r, now)), r.id] for r in runs]
+
+
+def run_choices(runs: list[Run]) -> list[tuple[str, str]]:
+    return [(f"{r.name} · {r.id}", r.id) for r in runs]
+
+
+def _status_word(run: Run) -> str:
+    if run.status == "running" and run.stop_requested:
+        return "running (stopping)"
+    return run.status
+
+
+def status_line(run: Run, now: float | None = None) -> str:
+    """One line that starts with the status word: what the run is doing, its pace and ETA."""
+    now = time.time() if now is None else now
+    parts = [_status_word(run)]
+    if run.status == "running" and run.stop_requested:
+        parts[0] = "running · stop requested, saving the adapter"
+    elif run.status == "running" and not run.train_started_at:
+        parts.append("loading the model and data")
+    if run.total_steps:
+        parts.append(f"step {run.step}/{run.total_steps}")
+    elif run.step:
+        parts.append(f"step {run.step}")
+    pace = seconds_per_step(run, now)
+    if pace:
+        parts.append(f"{pace:.2f} s/step")
+    eta = eta_seconds(run, now)
+    if eta is not None:
+        parts.append(f"ETA {fmt_duration(eta)}")
+    elif not run.active:
+        parts.append(f"took {fmt_duration(run_duration(run, now))}")
+    return " · ".join(parts)
+
+
+def progress_fraction(run: Run) -> float:
+    if run.status == "completed":
+        return 1.0
+    if run.total_steps:
+        return min(1.0, run.step / run.total_steps)
+    return 0.0
+
+
+def progress_html(run: Run | None, now: float | None = None, empty: str = "No run selected.") -> str:
+    """A progress bar with the run's name, status, steps and ETA (the status word is in the text)."""
+    if run is None:
+        return f'<div class="wb-progress wb-empty">{html.escape(empty)}</div>'
+    color = _STATUS_COLORS.get(run.status, "#6b7280")
+    pct = 100 * progress_fraction(run)
+    busy = " wb-busy" if run.status == "running" and not run.total_steps else ""
+    return (f'<div class="wb-progress" data-status="{run.status}">'
+            f'<div class="wb-progress-head"><b>{html.escape(run.name)}</b>'
+            f'<span class="wb-status" style="color:{color}">{html.escape(status_line(run, now))}</span></div>'
+            f'<div class="wb-bar{busy}"><div style="width:{pct:.1f}%;background:{color}"></div></div></div>')
+
+
+# ---- errors ----
+
+def error_markdown(errors: list[str], heading: str = "Cannot start the run") -> str:
+    """A Markdown list naming each bad field by its label and its path (as the CLI's --set uses it)."""
+    lines = [f"**{heading}:**", ""]
+    for line in errors:
+        path, sep, msg = line.partition(": ")
+        if sep and path in _TITLES:
+            lines.append(f"- **{_TITLES[path] or path}** (`{path}`): {msg}")
+        else:
+            lines.append(f"- {line}")
+    return "\n".join(lines)
+
+
+# ---- the equivalent command line ----
+
+def _flag_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def changed_settings(config: RunConfig) -> list[tuple[str, object]]:
+    """(path, value) of every setting that differs from the schema's default, in schema order."""
+    data = config.model_dump()
+    out = []
+    for path, info in field_paths():
+        value = get_path(data, path)
+        if value != info.get_default(call_default_factory=True):
+            out.append((path, value))
+    return out
+
+
+def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
+    """A shell snippet that starts the same run headless: run.yaml with the changed settings, and the
+    same as --set flags."""
+    ws = f" --workspace {shlex.quote(str(workspace))}" if workspace else ""
+    changed = changed_settings(config)
+    if not changed:
+        return f"# every setting is at its default\npython launch.py train{ws}\n"
+    body = to_yaml(config, only_changed=True).rstrip("\n")
+    flags = " ".join(f"--set {shlex.quote(f'{p}={_flag_value(v)}')}" for p, v in changed)
+    return (f"# run.yaml: the settings that differ from the defaults\n"
+            f"cat > run.yaml <<'EOF'\n{body}\nEOF\n"
+            f"python launch.py train run.yaml{ws}\n\n"
+            f"# or the same with --set flags\n"
+            f"python launch.py train{ws} {flags}\n")
+
+
+def preview_cell(value, limit: int = 300) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

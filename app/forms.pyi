@@ -1,0 +1,199 @@
+"""The settings form, generated from the run-config schema (`backend.config.field_paths`).
+
+No parameter names are listed here: every leaf setting of RunConfig becomes one component, labelled with
+its title, helped by its description and bounded by its constraints; the schema's "advanced" group goes
+into a folded accordion. Components are keyed by the setting's dotted path, and their elem_id is that path
+with dots as dashes (`lora.r` -> `lora-r`). Model, dataset and mode get their choices from the caller.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import get_origin
+
+import gradio as gr
+
+from backend.config import ConfigError, RunConfig, build_config, choices, field_paths, get_path, set_path
+
+FIELDS = dict(field_paths())
+PATHS = list(FIELDS)
+
+from gradio.events import Dependency
+
+class SettingNumber(gr.Number):
+    """gr.Number whose range is enforced by the browser's spinner and by the schema, not by Gradio.
+
+    Gradio's own range check rejects the whole event with "Value 0 is less than minimum value 1" without
+    saying which field; letting the value through means `build_config` reports it with the field named.
+    """
+
+    is_template = True  # rendered by the frontend's Number component
+
+    def preprocess(self, payload):
+        return None if payload is None else self.round_to_precision(payload, self.precision)
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+def default_value(path: str):
+    return FIELDS[path].get_default(call_default_factory=True)
+
+
+def group_of(path: str) -> str:
+    return (FIELDS[path].json_schema_extra or {}).get("group", "basic")
+
+
+def modes_of(path: str) -> list[str] | None:
+    return (FIELDS[path].json_schema_extra or {}).get("modes")
+
+
+def bounds(path: str) -> tuple[float | None, float | None]:
+    lo = hi = None
+    for c in FIELDS[path].metadata:
+        lo = getattr(c, "ge", getattr(c, "gt", lo))
+        hi = getattr(c, "le", getattr(c, "lt", hi))
+    return lo, hi
+
+
+def _is_list(path: str) -> bool:
+    return get_origin(FIELDS[path].annotation) is list
+
+
+def elem_id(path: str) -> str:
+    return path.replace(".", "-")
+
+
+def to_component_value(path: str, value):
+    return ", ".join(value) if _is_list(path) and isinstance(value, list) else value
+
+
+def _float_step(default: float) -> float:
+    return 10 ** math.floor(math.log10(default)) if default > 0 else 0.01
+
+
+def build_component(path: str, **overrides) -> gr.Component:
+    """The component for one setting: Number / Checkbox / Dropdown / Textbox from its annotation."""
+    info = FIELDS[path]
+    modes = modes_of(path)
+    kw = dict(label=info.title or path, info=info.description, elem_id=elem_id(path),
+              value=to_component_value(path, default_value(path)),
+              visible=modes is None or default_value("mode") in modes)
+    ann = info.annotation
+    if (opts := choices(info)) is not None:
+        kw.update(choices=opts)
+        kw.update(overrides)
+        return gr.Dropdown(**kw)
+    if ann is bool:
+        kw.update(overrides)
+        return gr.Checkbox(**kw)
+    if ann in (int, float):
+        lo, hi = bounds(path)
+        kw.update(minimum=lo, maximum=hi, precision=0 if ann is int else None,
+                  step=1 if ann is int else _float_step(float(default_value(path))))
+        kw.update(overrides)
+        return SettingNumber(**kw)
+    if _is_list(path):
+        kw.update(placeholder="comma-separated")
+    kw.update(overrides)
+    return gr.Textbox(**kw)
+
+
+def _section(path: str) -> str:
+    return path.rsplit(".", 1)[0] if "." in path else ""
+
+
+def _section_title(section: str) -> str:
+    info = RunConfig.model_fields[section]
+    return info.title or section
+
+
+def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = (), per_row: int = 4,
+                   advanced_label: str = "Advanced settings") -> None:
+    """Lay out every setting not in `skip` and not already built: basic ones by section, advanced ones
+    in a folded accordion. New components are added to `components` (keyed by path)."""
+    todo = [p for p in PATHS if p not in skip and p not in components]
+
+    def grid(paths):
+        for i in range(0, len(paths), per_row):
+            with gr.Row(equal_height=True):
+                for p in paths[i:i + per_row]:
+                    components[p] = build_component(p)
+
+    basic = [p for p in todo if group_of(p) == "basic"]
+    for section in dict.fromkeys(_section(p) for p in basic):
+        paths = [p for p in basic if _section(p) == section]
+        if section:
+            gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
+        grid(paths)
+    advanced = [p for p in todo if group_of(p) != "basic"]
+    if advanced:
+        with gr.Accordion(advanced_label, open=False, elem_id="advanced"):
+            grid(advanced)
+
+
+@dataclass
+class SettingsForm:
+    """Every setting's component, in schema order, and the conversions between their values and a config."""
+
+    components: dict[str, gr.Component]
+
+    def __post_init__(self):
+        missing = [p for p in PATHS if p not in self.components]
+        if missing:
+            raise ValueError(f"the form has no component for: {', '.join(missing)}")
+        self.components = {p: self.components[p] for p in PATHS}
+
+    @property
+    def inputs(self) -> list[gr.Component]:
+        return list(self.components.values())
+
+    def config_from(self, values: Sequence) -> RunConfig:
+        return config_from_values(values)
+
+    def values_from(self, config: RunConfig) -> list:
+        return values_from_config(config)
+
+    def mode_dependent(self) -> list[gr.Component]:
+        return [self.components[p] for p in PATHS if modes_of(p)]
+
+
+def data_from_values(values: Sequence) -> tuple[dict, list[str]]:
+    """Component values (in PATHS order) -> (config data, errors for fields left empty)."""
+    if len(values) != len(PATHS):
+        raise ValueError(f"expected {len(PATHS)} values, got {len(values)}")
+    data, errors = {}, []
+    for path, value in zip(PATHS, values):
+        ann = FIELDS[path].annotation
+        if ann in (int, float):
+            if value is None or value == "":
+                errors.append(f"{path}: empty; enter a number (default {default_value(path)})")
+                continue
+            if ann is int and isinstance(value, float) and value.is_integer():
+                value = int(value)
+        elif ann is bool:
+            value = bool(value)
+        elif value is None:
+            value = ""
+        set_path(data, path, value)  # list settings stay as typed: the schema splits "a, b" itself
+    return data, errors
+
+
+def config_from_values(values: Sequence) -> RunConfig:
+    """Build and validate a RunConfig from component values; ConfigError lists every bad field."""
+    data, errors = data_from_values(values)
+    try:
+        config = build_config(data)
+    except ConfigError as e:
+        errors += e.errors
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def values_from_config(config: RunConfig) -> list:
+    data = config.model_dump()
+    return [to_component_value(p, get_path(data, p)) for p in PATHS]

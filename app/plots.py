@@ -1,0 +1,128 @@
+"""Metric charts: every metric a run logs, one subplot each, raw points and an EMA-smoothed line.
+
+Plain functions over store rows ({id, step, name, value, time}); no gradio here, so they are unit-tested.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+RAW_COLOR = "rgba(99, 110, 250, 0.45)"
+SMOOTH_COLOR = "rgb(67, 56, 202)"
+FIRST = ("loss", "reward")  # shown first when present; the rest keep the order the trainer logged them in
+# Logged once when training ends (transformers' Trainer): one point each, so a line above the charts.
+SUMMARY = ("train_loss", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos")
+MAX_POINTS = 2000  # per metric on screen; the EMA is computed on every point before thinning
+ROW_HEIGHT = 240
+
+Series = dict[str, tuple[list[int], list[float]]]  # metric name -> (steps, finite values)
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def ema(values: Iterable[float], alpha: float = 0.3) -> list[float]:
+    """Exponential moving average where `alpha` is the weight of the newest value.
+
+    Bias-corrected (like pandas' `ewm(alpha=..., adjust=True)`), so the first points are not dragged
+    towards zero. Non-finite values are not expected here: callers drop them first.
+    """
+    if not 0 < alpha <= 1:
+        raise ValueError("alpha must be in (0, 1]")
+    out, num, den = [], 0.0, 0.0
+    for v in values:
+        num = (1 - alpha) * num + v
+        den = (1 - alpha) * den + 1
+        out.append(num / den)
+    return out
+
+
+def add_rows(series: Series, rows: Iterable[dict]) -> Series:
+    """Append store rows to `series` in place (None / NaN / inf values skipped) and return it.
+
+    A metric seen only with non-finite values still gets an (empty) entry, so its subplot shows up.
+    """
+    for row in rows:
+        steps, values = series.setdefault(row["name"], ([], []))
+        if _finite(row["value"]):
+            steps.append(row["step"])
+            values.append(float(row["value"]))
+    return series
+
+
+def metric_order(names: Iterable[str]) -> list[str]:
+    names = list(names)
+    return [n for n in FIRST if n in names] + [n for n in names if n not in FIRST]
+
+
+def _thin(xs: list, ys: list, limit: int) -> tuple[list, list]:
+    if len(xs) <= limit:
+        return xs, ys
+    stride = math.ceil(len(xs) / limit)
+    keep = list(range(0, len(xs), stride))
+    if keep[-1] != len(xs) - 1:
+        keep.append(len(xs) - 1)  # always show the latest value
+    return [xs[i] for i in keep], [ys[i] for i in keep]
+
+
+def empty_figure(message: str = "No metrics yet") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, font=dict(size=14, color="#888"),
+                       xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(height=200, margin=dict(l=20, r=20, t=20, b=20), template="plotly_white")
+    return fig
+
+
+def summary_text(series: Series) -> str:
+    parts = [f"{n} {series[n][1][-1]:.4g}" for n in SUMMARY if n in series and series[n][1]]
+    return " · ".join(parts)
+
+
+def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS) -> go.Figure:
+    names = metric_order(n for n in series if n not in SUMMARY)
+    summary = summary_text(series)
+    if not names:
+        return empty_figure(summary or "No metrics yet")
+    cols = 1 if len(names) == 1 else 2 if len(names) <= 4 else 3
+    rows = math.ceil(len(names) / cols)
+    height = ROW_HEIGHT * rows + 40
+    titles = [n if series[n][1] else f"{n} (no finite values)" for n in names]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
+                        vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
+                        horizontal_spacing=0.06 if cols == 3 else 0.08)
+    for i, name in enumerate(names):
+        steps, values = series[name]
+        smooth = ema(values, alpha)
+        xs, raw = _thin(steps, values, max_points)
+        _, smoothed = _thin(steps, smooth, max_points)
+        where = dict(row=i // cols + 1, col=i % cols + 1)
+        first = i == 0
+        fig.add_trace(go.Scatter(x=xs, y=raw, name="raw", mode="lines+markers", legendgroup="raw",
+                                 showlegend=first, line=dict(color=RAW_COLOR, width=1),
+                                 marker=dict(color=RAW_COLOR, size=4),
+                                 hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>raw</extra>"), **where)
+        fig.add_trace(go.Scatter(x=xs, y=smoothed, name=f"smoothed (EMA α={alpha})", mode="lines",
+                                 legendgroup="smoothed", showlegend=first, line=dict(color=SMOOTH_COLOR, width=2),
+                                 hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
+    fig.update_xaxes(title_text=None, showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_annotations(font_size=13)
+    fig.update_layout(height=height, template="plotly_white", margin=dict(l=50, r=20, t=50, b=30),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
+                                  yref="container"),
+                      hovermode="closest")
+    if summary:
+        fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",
+                                     y=1.0, yanchor="top", yref="container", pad=dict(t=8, l=8)))
+    return fig
+
+
+def build_metrics_figure(rows: Iterable[dict], alpha: float = 0.3) -> go.Figure:
+    """One subplot per metric name in `rows` (store metric rows), each with a raw and an EMA trace."""
+    return figure_from_series(add_rows({}, rows), alpha)

@@ -1,0 +1,152 @@
+"""The Runs tab: every run in the store, and for the selected one its progress, live metric plots, log,
+error and adapter.
+
+Live updates come from a gr.Timer. Each browser session keeps a RunView in gr.State: the metric series
+fetched so far and the last metric id, so a poll reads only newer rows (`store.metrics_since`), and what
+it last sent to each component, so unchanged components are skipped instead of re-sent.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import gradio as gr
+import pandas as pd
+
+from app.formatting import RUN_COLUMNS, progress_html, run_choices, run_table_rows
+from app.plots import Series, add_rows, figure_from_series
+from backend import jobs
+from backend.config import to_yaml
+from backend.store import Run, RunStore
+
+LOG_LINES = 40
+_SHARED_KEYS = ("table", "choices")  # not tied to the selected run: kept when the selection changes
+
+
+@dataclass
+class RunView:
+    """Per browser session: the selected run, its metrics fetched so far, and what the page shows."""
+
+    run_id: str | None = None
+    last_id: int = 0
+    series: Series = field(default_factory=dict)
+    shown: dict = field(default_factory=dict)
+
+    def changed(self, key: str, value) -> bool:
+        """True (and remembered) when `value` differs from what was last sent for `key`."""
+        if key in self.shown and self.shown[key] == value:
+            return False
+        self.shown[key] = value
+        return True
+
+    def select(self, run_id: str | None) -> RunView:
+        return RunView(run_id=run_id, shown={k: v for k, v in self.shown.items() if k in _SHARED_KEYS})
+
+
+@dataclass
+class RunsTab:
+    select: gr.Dropdown
+    outputs: list
+    render: object  # fn(view) -> values for outputs
+
+
+def default_selection(runs: list[Run]) -> str | None:
+    """The newest active run, else the newest run: what a fresh page should show."""
+    pool = [r for r in runs if r.active] or runs
+    return pool[0].id if pool else None
+
+
+def _error_markdown(run: Run) -> str:
+    return f"**Error**\n\n```text\n{run.error}\n```" if run.error else ""
+
+
+def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
+    table = gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
+                         elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
+        stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120)
+    progress = gr.HTML(progress_html(None), elem_id="progress")
+    error = gr.Markdown("", visible=False, elem_id="run-error")
+    plot = gr.Plot(elem_id="metrics-plot", show_label=False)
+    with gr.Row(equal_height=False):
+        log_tail = gr.Textbox(label="Log (last lines)", lines=14, max_lines=14, interactive=False,
+                              autoscroll=True, elem_id="log-tail", scale=3)
+        with gr.Column(scale=2):
+            adapter = gr.Textbox(label="Adapter (PEFT folder)", interactive=False, elem_id="adapter-path",
+                                 buttons=["copy"], placeholder="written when the run ends")
+            with gr.Accordion("Run config", open=False):
+                config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
+
+    outputs = [table, select, progress, plot, log_tail, error, adapter, config, view]
+
+    def render(v: RunView):
+        """Values for `outputs`, with gr.skip() wherever the page already shows the same thing."""
+        now = time.time()
+        runs = store.list_runs()
+        rows = run_table_rows(runs, now)
+        table_out = pd.DataFrame(rows, columns=RUN_COLUMNS) if v.changed("table", rows) else gr.skip()
+        choices = run_choices(runs)
+        select_out = gr.update(choices=choices) if v.changed("choices", choices) else gr.skip()
+        run = next((r for r in runs if r.id == v.run_id), None)
+        if run is None:
+            v.run_id = None
+            rest = [progress_html(None), figure_from_series({}), "", gr.update(value="", visible=False), "", ""]
+            rest = [value if v.changed(key, "none") else gr.skip() for key, value in
+                    zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
+            return [table_out, select_out, *rest, v]
+        new = store.metrics_since(run.id, v.last_id)
+        if new:
+            add_rows(v.series, new)
+            v.last_id = new[-1]["id"]
+        plot_out = figure_from_series(v.series) if v.changed("plot", v.last_id) else gr.skip()
+        html = progress_html(run, now)
+        tail = jobs.log_tail(store, run.id, LOG_LINES) if run.active or "log" not in v.shown else v.shown["log"]
+        err = _error_markdown(run)
+        cfg = to_yaml(run.config)
+        return [table_out, select_out,
+                html if v.changed("progress", html) else gr.skip(),
+                plot_out,
+                tail if v.changed("log", tail) else gr.skip(),
+                gr.update(value=err, visible=bool(err)) if v.changed("error", err) else gr.skip(),
+                (run.adapter_path or "") if v.changed("adapter", run.adapter_path or "") else gr.skip(),
+                cfg if v.changed("config", cfg) else gr.skip(),
+                v]
+
+    def on_tick(v: RunView):
+        jobs.dispatch(store)  # reconciles dead workers and starts queued runs, even with no CLI around
+        return render(v)
+
+    def on_select(run_id, v: RunView):
+        return render(v.select(run_id or None))
+
+    def on_table_select(evt: gr.SelectData):
+        row = evt.row_value or []
+        return row[-1] if row else gr.skip()
+
+    def on_stop(v: RunView):
+        if not v.run_id:
+            gr.Info("Select a run first.")
+            return render(v)
+        outcome = jobs.stop_run(store, v.run_id)
+        gr.Info("Stopping: the run saves its adapter and exits." if outcome == "stopping"
+                else f"The run is {outcome}.")
+        return render(v)
+
+    timer.tick(on_tick, view, outputs, show_progress="hidden")
+    select.change(on_select, [select, view], outputs, show_progress="hidden")
+    table.select(on_table_select, None, select)
+    stop.click(on_stop, view, outputs)
+    return RunsTab(select=select, outputs=outputs, render=render)
+
+
+def follow(store: RunStore, run_id: str | None):
+    """After Start: select the new run in the Runs tab and open that tab (skip when nothing started)."""
+    if not run_id:
+        return gr.skip(), gr.skip()
+    return gr.update(choices=run_choices(store.list_runs()), value=run_id), gr.Tabs(selected="runs")
+
+
+def initial_selection(store: RunStore):
+    runs = store.list_runs()
+    return gr.update(choices=run_choices(runs), value=default_selection(runs))

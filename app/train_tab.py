@@ -1,0 +1,272 @@
+"""The Train tab: model, dataset (with a preview), mode and settings; Start / Stop; presets; the CLI command.
+
+Handlers are thin: they read the form, call backend functions and format what comes back. What a browser
+session started lives in its own gr.State (TrainSession); the run store is the only shared state.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from app import forms
+from app.formatting import cli_command, error_markdown, progress_html
+from backend import jobs
+from backend.config import ConfigError, choices, load_config, to_yaml
+from backend.modes import available_modes
+from backend.store import RunStore, default_workspace
+
+log = logging.getLogger(__name__)
+REPO_PRESETS = Path(__file__).resolve().parents[1] / "presets"
+PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet"]
+NO_RUN = "No run started from this tab yet. Start one and follow it here and in the Runs tab."
+
+
+@dataclass
+class TrainSession:
+    """Per browser session: the run this tab started, and the status last sent to the page."""
+
+    run_id: str | None = None
+    shown_status: str | None = None
+
+
+@dataclass
+class TrainTab:
+    form: forms.SettingsForm
+    session: gr.State
+    started: gr.State  # the id of a run the last Start created, else None
+    start_event: object  # the Start click's dependency, for chaining the Runs tab's follow-up
+    refresh_outputs: list
+    refresh: object  # fn() -> values for refresh_outputs (model, dataset and preset choices)
+    preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
+
+
+# ---- choices ----
+
+def mode_choices() -> list[str]:
+    """The schema's modes that have a trainer yet (the list grows as mode modules are added)."""
+    return [m for m in choices(forms.FIELDS["mode"]) if m in available_modes()]
+
+
+def model_choices(store: RunStore) -> list[str]:
+    from backend.models import EMBEDDED_MODEL
+
+    used = [r.config.model for r in store.list_runs()]
+    return list(dict.fromkeys([EMBEDDED_MODEL, *used]))
+
+
+def dataset_choices(store: RunStore) -> list[tuple[str, str]]:
+    """Built-in sets, the workspace's uploads, then datasets earlier runs used."""
+    from backend.data import BUILTIN_DATASETS
+
+    out = {name: f"{name} (built-in)" for name in BUILTIN_DATASETS}
+    uploads = store.workspace / "uploads"
+    if uploads.is_dir():
+        for f in sorted(uploads.iterdir()):
+            if f.suffix.lower() in UPLOAD_TYPES:
+                out.setdefault(str(f), f"{f.name} (uploaded)")
+    for run in store.list_runs():
+        out.setdefault(run.config.dataset, run.config.dataset)
+    return [(label, value) for value, label in out.items()]
+
+
+def preset_choices(workspace: Path) -> list[tuple[str, str]]:
+    found = [(f"{p.stem} (built-in)", str(p)) for p in sorted(REPO_PRESETS.glob("*.yaml"))]
+    found += [(f"{p.stem} (saved)", str(p)) for p in sorted((Path(workspace) / "presets").glob("*.yaml"))]
+    return found
+
+
+def save_preset(workspace: Path, name: str, config) -> Path:
+    """Write the settings that differ from the defaults to workspace/presets/NAME.yaml."""
+    name = (name or "").strip().removesuffix(".yaml")
+    if not PRESET_NAME.match(name):
+        raise ConfigError([f"preset name {name!r}: use letters, digits, '-', '_' or '.' (at most 64)"])
+    path = Path(workspace) / "presets" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# saved from the workbench UI\n{to_yaml(config, only_changed=True)}")
+    return path
+
+
+def format_text(info, error: str | None, mode: str) -> str:
+    if info is not None and error is None:
+        kind = "conversational" if info.conversational else "plain text"
+        return (f"**Ready:** {info.name} format ({', '.join(f'`{c}`' for c in info.columns)}, {kind}) · "
+                f"{info.num_rows} rows · ready for {mode.upper()}")
+    if info is not None:
+        return f"**Cannot train this dataset:** {info.name} format detected, but {error}"
+    return f"**Cannot train this dataset:** {error}" if error else ""
+
+
+# ---- layout and events ----
+
+def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
+    workspace = store.workspace
+    shown_ws = None if workspace == default_workspace() else workspace
+    session = gr.State(TrainSession())
+    started = gr.State(None)
+    c: dict[str, gr.Component] = {}
+
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=420):
+            with gr.Row(equal_height=True):
+                c["model"] = forms.build_component("model", choices=model_choices(store), allow_custom_value=True,
+                                                   filterable=True, scale=3)
+                c["mode"] = forms.build_component("mode", choices=mode_choices(), scale=2)
+            with gr.Row(equal_height=True):
+                c["dataset"] = forms.build_component("dataset", choices=dataset_choices(store),
+                                                     allow_custom_value=True, filterable=True, scale=3)
+                upload = gr.File(label="Upload a dataset", file_types=UPLOAD_TYPES, type="filepath",
+                                 elem_id="upload", height=120, scale=2, min_width=180)
+            forms.build_settings(c, skip=("model", "mode", "dataset"))
+            form = forms.SettingsForm(c)
+            with gr.Accordion("Presets", open=False, elem_id="presets"):
+                with gr.Row(equal_height=True):
+                    preset = gr.Dropdown(label="Preset", choices=preset_choices(workspace), value=None,
+                                         elem_id="preset", scale=3)
+                    load_btn = gr.Button("Load preset", elem_id="load-preset", scale=1)
+                with gr.Row(equal_height=True):
+                    preset_name = gr.Textbox(label="Save these settings as", placeholder="my-preset",
+                                             elem_id="preset-name", scale=3)
+                    save_btn = gr.Button("Save preset", elem_id="save-preset", scale=1)
+
+        with gr.Column(scale=2, min_width=340):
+            with gr.Row():
+                start = gr.Button("Start training", variant="primary", elem_id="start", scale=2)
+                stop = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+            status = gr.HTML(progress_html(None, empty=NO_RUN), elem_id="run-status")
+            message = gr.Markdown("", elem_id="train-message")
+            gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
+            data_format = gr.Markdown("", elem_id="dataset-format")
+            data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
+                                        elem_id="dataset-preview", show_label=False)
+            show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
+            cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
+                          interactive=False, wrap_lines=True)
+
+    # ---- handlers ----
+
+    def on_preview(dataset, mode):
+        try:
+            from backend.data import preview
+        except ImportError as e:  # data module missing in a partial checkout
+            return pd.DataFrame(), f"Dataset preview unavailable ({e})"
+        df, info, error = preview(dataset, mode, workspace=workspace, n=5)
+        return df, format_text(info, error, mode)
+
+    def on_mode(mode):
+        return [gr.update(visible=mode in forms.modes_of(p)) for p in forms.PATHS if forms.modes_of(p)]
+
+    def on_upload(path):
+        if not path:
+            return gr.skip(), gr.skip(), gr.skip()
+        from backend.data import DatasetError, save_upload
+
+        try:
+            saved = save_upload(path, workspace)
+        except DatasetError as e:
+            return gr.skip(), None, error_markdown([str(e)], "Upload refused")
+        return (gr.update(choices=dataset_choices(store), value=str(saved)), None,
+                f"Uploaded **{saved.name}** into the workspace and selected it.")
+
+    def on_start(sess: TrainSession, *values):
+        try:
+            config = forms.config_from_values(values)
+            run = jobs.submit_run(store, config)
+        except ConfigError as e:
+            gr.Warning("Cannot start the run: " + "; ".join(e.errors)[:400])
+            return error_markdown(e.errors), sess, gr.skip(), None
+        except Exception as e:  # never a traceback in the page; the log has it
+            log.exception("starting a run failed")
+            return error_markdown([f"{type(e).__name__}: {e}"], "Could not start the run"), sess, gr.skip(), None
+        html = progress_html(run)
+        queued = " It is queued behind the running run." if run.status == "queued" else ""
+        return (f"Started **{run.name}** (`{run.id}`).{queued} Live plots are in the Runs tab.",
+                TrainSession(run.id, html), html, run.id)
+
+    def stop_target(sess: TrainSession, view) -> str | None:
+        for run_id in (sess.run_id, getattr(view, "run_id", None)):
+            if run_id:
+                try:
+                    if store.get_run(run_id).active:
+                        return run_id
+                except KeyError:
+                    pass
+        return None
+
+    def on_stop(sess: TrainSession, view):
+        run_id = stop_target(sess, view)
+        if run_id is None:
+            gr.Info("No queued or running run to stop.")
+            return gr.skip(), sess, "No queued or running run to stop."
+        outcome = jobs.stop_run(store, run_id)
+        run = store.get_run(run_id)
+        text = (f"Stopping **{run.name}**: it saves its adapter and exits." if outcome == "stopping"
+                else f"**{run.name}** is {outcome}.")
+        if sess.run_id != run_id:
+            return gr.skip(), sess, text
+        html = progress_html(run)
+        return html, replace(sess, shown_status=html), text
+
+    def on_tick(sess: TrainSession):
+        if not sess.run_id:
+            return gr.skip(), gr.skip()
+        try:
+            html = progress_html(store.get_run(sess.run_id), time.time())
+        except KeyError:
+            html = progress_html(None, empty=f"Run {sess.run_id} no longer exists.")
+        if html == sess.shown_status:
+            return gr.skip(), gr.skip()
+        return html, replace(sess, shown_status=html)
+
+    def on_cli(*values):
+        try:
+            config = forms.config_from_values(values)
+        except ConfigError as e:
+            return gr.skip(), error_markdown(e.errors, "Cannot build the command")
+        return gr.update(value=cli_command(config, shown_ws), visible=True), ""
+
+    def on_save(name, *values):
+        try:
+            path = save_preset(workspace, name, forms.config_from_values(values))
+        except ConfigError as e:
+            return gr.skip(), error_markdown(e.errors, "Cannot save the preset")
+        gr.Info(f"Saved preset {path.stem}")
+        return (gr.update(choices=preset_choices(workspace), value=str(path)),
+                f"Saved preset **{path.stem}** to `{path}`.")
+
+    def on_load(path):
+        if not path:
+            return [gr.skip()] * len(form.inputs) + ["Choose a preset to load."]
+        try:
+            config = load_config(path)
+        except ConfigError as e:
+            return [gr.skip()] * len(form.inputs) + [error_markdown(e.errors, "Cannot load the preset")]
+        return [*form.values_from(config), f"Loaded preset **{Path(path).stem}**."]
+
+    def refresh():
+        return (gr.update(choices=model_choices(store)), gr.update(choices=dataset_choices(store)),
+                gr.update(choices=preset_choices(workspace)))
+
+    # ---- wiring ----
+
+    preview_io = dict(inputs=[c["dataset"], c["mode"]], outputs=[data_preview, data_format])
+    c["dataset"].change(on_preview, **preview_io, show_progress="minimal")
+    c["mode"].change(on_preview, **preview_io, show_progress="minimal")
+    c["mode"].change(on_mode, c["mode"], form.mode_dependent(), show_progress="hidden")
+    upload.upload(on_upload, upload, [c["dataset"], upload, message])
+    start_event = start.click(on_start, [session, *form.inputs], [message, session, status, started],
+                              concurrency_limit=None)
+    stop.click(on_stop, [session, runs_view], [status, session, message])
+    timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
+    show_cli.click(on_cli, form.inputs, [cli, message])
+    save_btn.click(on_save, [preset_name, *form.inputs], [preset, message])
+    load_btn.click(on_load, preset, [*form.inputs, message])
+    return TrainTab(form=form, session=session, started=started, start_event=start_event,
+                    refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
+                    preview=(on_preview, preview_io))

@@ -1,0 +1,112 @@
+"""Quick, bounded look-ups on the Hugging Face Hub, for checking a model or dataset id before a run starts.
+
+huggingface_hub retries a failed request five times with back-off (~23 s when DNS fails), and a network
+that drops packets can hang longer, so every look-up here runs in a daemon thread under a deadline.
+Offline mode is read from the environment at call time: huggingface_hub reads it once, at import.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+HUB_TIMEOUT_S = 5.0
+
+
+class HubError(Exception):
+    """A Hub look-up failed. `kind`: unreachable | not_found | gated | no_file | invalid_id;
+    str() is a short reason for a user-facing message."""
+
+    def __init__(self, kind: str, reason: str):
+        self.kind = kind
+        super().__init__(reason)
+
+
+def hub_offline() -> bool:
+    return any(os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _with_deadline(fn, timeout: float):
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True, name="hub-lookup")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise HubError("unreachable", f"no answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _hub_error(err: BaseException) -> HubError:
+    from huggingface_hub.errors import (GatedRepoError, HFValidationError, LocalEntryNotFoundError,
+                                        RemoteEntryNotFoundError, RepositoryNotFoundError)
+
+    if isinstance(err, HubError):
+        return err
+    if isinstance(err, GatedRepoError):
+        return HubError("gated", _short(err))
+    if isinstance(err, RepositoryNotFoundError):  # also what a private repo looks like without a token
+        return HubError("not_found", _short(err))
+    if isinstance(err, RemoteEntryNotFoundError):
+        return HubError("no_file", _short(err))
+    if isinstance(err, HFValidationError):
+        return HubError("invalid_id", _short(err))
+    if isinstance(err, LocalEntryNotFoundError) and err.__cause__ is not None:
+        err = err.__cause__  # hf_hub_download hides the network error behind a cache miss
+    return HubError("unreachable", _short(err))
+
+
+def cached_hub_file(repo_id: str, filename: str, repo_type: str = "model") -> str | None:
+    """The file from the local HF cache, or None; never touches the network."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, filename, repo_type=repo_type)
+    except Exception:  # an invalid id: reported when the Hub is asked
+        return None
+    return found if isinstance(found, str) else None
+
+
+def fetch_hub_file(repo_id: str, filename: str, repo_type: str = "model", timeout: float | None = None) -> str:
+    """Local path of `filename`, from the HF cache or else the Hub; raises HubError."""
+    found = cached_hub_file(repo_id, filename, repo_type)
+    if found:
+        return found
+    if hub_offline():
+        raise HubError("unreachable", "HF_HUB_OFFLINE is set and the file is not in the local cache")
+    from huggingface_hub import hf_hub_download
+
+    timeout = HUB_TIMEOUT_S if timeout is None else timeout
+    try:
+        return _with_deadline(lambda: hf_hub_download(
+            repo_id, filename, repo_type=repo_type, etag_timeout=timeout,
+            endpoint=os.environ.get("HF_ENDPOINT") or None), timeout)
+    except Exception as e:
+        raise _hub_error(e) from None
+
+
+def probe_hub_repo(repo_id: str, repo_type: str = "dataset", timeout: float | None = None) -> None:
+    """Return if the repo exists and is readable; raises HubError."""
+    if hub_offline():
+        raise HubError("unreachable", "HF_HUB_OFFLINE is set")
+    from huggingface_hub import HfApi
+
+    timeout = HUB_TIMEOUT_S if timeout is None else timeout
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+    try:
+        _with_deadline(lambda: api.repo_info(repo_id, repo_type=repo_type, timeout=timeout), timeout)
+    except Exception as e:
+        raise _hub_error(e) from None

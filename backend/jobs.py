@@ -1,0 +1,222 @@
+"""Starting, queueing, watching and stopping runs.
+
+A run's processes: a detached supervisor (its own session, so it outlives the UI and the CLI), which runs
+`accelerate launch -m backend.worker` and records how the worker ended. The UI and the CLI only talk to the
+store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, on every
+poll and by a supervisor when its run ends, so the queue moves without a UI.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from backend.config import ConfigError, RunConfig
+from backend.store import Run, RunStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HEARTBEAT_STALE_S = 60.0  # a live supervisor beats every second
+LAUNCH_GRACE_S = 30.0  # a claimed run must have a supervisor pid by then
+MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
+_children: list[subprocess.Popen] = []  # reaped on each dispatch so dead supervisors don't linger as zombies
+
+
+def log_path(store: RunStore, run_id: str) -> Path:
+    return store.run_dir(run_id) / "train.log"
+
+
+def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
+    path = log_path(store, run_id)
+    if not path.exists():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 64_000))
+        text = f.read().decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def preflight(config: RunConfig, workspace: Path) -> None:
+    """Refuse a run before any process starts: the model must be reachable and the dataset trainable."""
+    from backend.data import DatasetError, prepare_dataset
+    from backend.models import ModelError, check_model
+
+    errors = []
+    try:
+        check_model(config.model)
+    except ModelError as e:
+        errors.append(f"model: {e}")
+    try:
+        prepare_dataset(config.dataset, config.mode, workspace=workspace)
+    except DatasetError as e:
+        errors.append(f"dataset: {e}")
+    if errors:
+        raise ConfigError(errors)
+
+
+def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
+    if check:
+        preflight(config, store.workspace)
+    run = store.create_run(config)
+    (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(config))
+    dispatch(store)
+    return store.get_run(run.id)
+
+
+def _config_yaml(config: RunConfig) -> str:
+    from backend.config import to_yaml
+
+    return to_yaml(config)
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    for child in _children:
+        child.poll()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie answers kill(0) but is gone
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def reconcile(store: RunStore) -> list[str]:
+    """Mark running runs whose processes are gone as failed. Returns the ids it changed."""
+    now, changed = time.time(), []
+    for run in store.list_runs(("running",)):
+        beat = run.heartbeat_at or run.started_at or run.created_at
+        if run.pid is None:
+            dead = now - beat > LAUNCH_GRACE_S
+            why = "the worker never started"
+        else:
+            dead = not pid_alive(run.pid) or now - beat > HEARTBEAT_STALE_S
+            why = f"the worker process (pid {run.pid}) is gone"
+        if dead:
+            tail = log_tail(store, run.id)
+            if store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else "")):
+                changed.append(run.id)
+    return changed
+
+
+def _claim_next(store: RunStore) -> str | None:
+    with store.transaction() as db:
+        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0]
+        if running >= MAX_CONCURRENT:
+            return None
+        row = db.execute("SELECT id FROM runs WHERE status='queued' ORDER BY created_at LIMIT 1").fetchone()
+        if row is None:
+            return None
+        now = time.time()
+        db.execute("UPDATE runs SET status='running', started_at=?, heartbeat_at=? WHERE id=?",
+                   (now, now, row[0]))
+        return row[0]
+
+
+def dispatch(store: RunStore) -> list[str]:
+    """Start queued runs while there is room; returns the ids started."""
+    _children[:] = [c for c in _children if c.poll() is None]
+    reconcile(store)
+    started = []
+    while (run_id := _claim_next(store)) is not None:
+        _spawn_supervisor(store, run_id)
+        started.append(run_id)
+    return started
+
+
+def _spawn_supervisor(store: RunStore, run_id: str) -> None:
+    log = open(log_path(store, run_id), "ab")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backend.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
+        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,  # survives a UI restart and a closed terminal; stopped through the store
+    )
+    log.close()
+    store.update_run(run_id, pid=proc.pid)
+    _children.append(proc)
+
+
+def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
+    """Ask a run to stop. Queued: stopped at once. Running: it saves its adapter and exits (force: killed)."""
+    run = store.get_run(run_id)
+    if run.status == "queued":
+        store.finish_run(run_id, "stopped")
+        return "stopped"
+    if run.status != "running":
+        return run.status
+    store.request_stop(run_id)
+    if force and run.pid and pid_alive(run.pid):
+        os.killpg(run.pid, signal.SIGKILL)
+        store.finish_run(run_id, "stopped", error="killed on request before it could save")
+        return "stopped"
+    return "stopping"
+
+
+# ---- the supervisor process ----
+
+def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]:
+    import torch
+
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--num_processes", str(config.num_processes)]
+    if config.num_processes > 1:
+        cmd.append("--multi_gpu")  # on CPU too: `--cpu` with several processes silently runs one
+    elif not torch.cuda.is_available():
+        cmd.append("--cpu")
+    return cmd + ["-m", "backend.worker", run_id, "--workspace", str(workspace)]
+
+
+def supervise(run_id: str, workspace: str) -> int:
+    import threading
+
+    store = RunStore(workspace)
+    store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
+    run = store.get_run(run_id)
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(1.0):
+            store.heartbeat(run_id)
+
+    threading.Thread(target=beat, daemon=True).start()
+    rc = 1
+    try:
+        with open(log_path(store, run_id), "ab") as log:
+            proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+            signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
+            rc = proc.wait()
+    finally:
+        done.set()
+        if store.get_run(run_id).status == "running":
+            why = f"the worker exited with code {rc} before finishing" if rc >= 0 else \
+                f"the worker was killed by {signal.Signals(-rc).name}"
+            tail = log_tail(store, run_id)
+            store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
+        dispatch(store)
+    return rc
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description="Workbench job plumbing (used internally).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("supervise")
+    s.add_argument("run_id")
+    s.add_argument("--workspace", required=True)
+    a = p.parse_args(argv)
+    return supervise(a.run_id, a.workspace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

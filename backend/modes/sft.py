@@ -1,0 +1,14 @@
+"""Supervised fine-tuning: TRL's SFTTrainer on messages, prompt+completion or text."""
+from trl import SFTConfig, SFTTrainer
+
+from backend.models import load_causal_lm, load_tokenizer
+from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+
+
+def build_trainer(ctx: TrainContext) -> SFTTrainer:
+    c = ctx.config
+    args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free)
+    tokenizer = load_tokenizer(ctx.model_path)
+    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, processing_class=tokenizer,
+                      peft_config=lora_config(c))

@@ -1,0 +1,134 @@
+"""Plumbing shared by every mode: the run's context, trainer arguments, LoRA, and the store callback."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from backend.config import RunConfig
+from backend.store import RunStore
+
+
+@dataclass
+class TrainContext:
+    config: RunConfig
+    run_id: str
+    run_dir: Path
+    store: RunStore
+    model_path: str
+    dataset: object  # datasets.Dataset, already validated for the mode
+
+    @property
+    def output_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.run_dir / "adapter"
+
+
+def resolved_precision(config: RunConfig) -> str:
+    """auto → fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that has it, else fp16."""
+    if config.precision != "auto":
+        return config.precision
+    if not torch.cuda.is_available():
+        return "fp32"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def model_dtype(config: RunConfig) -> torch.dtype:
+    # LoRA keeps the frozen base in the compute dtype; full fine-tuning keeps fp32 master weights.
+    if config.finetuning == "lora" and resolved_precision(config) == "bf16":
+        return torch.bfloat16
+    return torch.float32
+
+
+def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
+    """Build a TRL/transformers args object from the schema; `mode_kwargs` adds the mode's own fields."""
+    c = ctx.config
+    precision = resolved_precision(c)
+    return args_cls(
+        output_dir=str(ctx.output_dir),
+        learning_rate=c.learning_rate,
+        max_steps=c.max_steps,
+        num_train_epochs=c.num_train_epochs,
+        per_device_train_batch_size=c.per_device_train_batch_size,
+        gradient_accumulation_steps=c.gradient_accumulation_steps,
+        seed=c.seed,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=c.gradient_checkpointing,
+        lr_scheduler_type=c.lr_scheduler_type,
+        warmup_steps=c.warmup_steps,
+        weight_decay=c.weight_decay,
+        max_grad_norm=c.max_grad_norm,
+        logging_steps=c.logging_steps,
+        logging_first_step=True,
+        save_strategy="steps" if c.save_steps else "no",
+        save_steps=c.save_steps or 500,
+        report_to="none",
+        disable_tqdm=True,
+        ddp_find_unused_parameters=False,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        **mode_kwargs,
+    )
+
+
+def lora_config(config: RunConfig, task_type: str = "CAUSAL_LM"):
+    if config.finetuning != "lora":
+        return None
+    from peft import LoraConfig
+
+    modules = config.lora.target_modules
+    return LoraConfig(
+        r=config.lora.r,
+        lora_alpha=config.lora.alpha,
+        lora_dropout=config.lora.dropout,
+        target_modules="all-linear" if modules == ["all-linear"] else modules,
+        task_type=task_type,
+    )
+
+
+def _broadcast_flag(flag: bool) -> bool:
+    """All ranks must stop on the same step, or the next collective hangs."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    from accelerate import PartialState
+
+    t = torch.tensor([int(flag)], device=PartialState().device)
+    torch.distributed.broadcast(t, src=0)
+    return bool(t.item())
+
+
+class StoreCallback(TrainerCallback):
+    """Streams the trainer's logs and progress into the run store; turns a stop request into a clean stop."""
+
+    def __init__(self, store: RunStore, run_id: str, is_main: bool):
+        self.store, self.run_id, self.is_main = store, run_id, is_main
+        self.stopped = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.is_main:
+            self.store.update_run(self.run_id, total_steps=state.max_steps, step=state.global_step,
+                                  train_started_at=time.time())
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.is_main and logs:
+            self.store.add_metrics(self.run_id, state.global_step, logs)
+            shown = ", ".join(f"{k}={v:.4g}" for k, v in logs.items() if isinstance(v, (int, float)))
+            print(f"step {state.global_step}/{state.max_steps}: {shown}", flush=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        requested = False
+        if self.is_main:
+            self.store.update_run(self.run_id, step=state.global_step)
+            requested = self.store.stop_requested(self.run_id)
+        if _broadcast_flag(requested):
+            self.stopped = True
+            control.should_training_stop = True
+            if self.is_main:
+                print(f"stop requested: stopping after step {state.global_step}", flush=True)

@@ -1,0 +1,86 @@
+"""The training process of one run, started by the supervisor through `accelerate launch -m backend.worker`.
+
+Every rank runs this; only the main process writes to the store.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+
+from backend.store import RunStore
+
+
+def _heartbeat_forever(store: RunStore, run_id: str, every: float = 2.0) -> None:
+    while True:
+        store.heartbeat(run_id)
+        time.sleep(every)
+
+
+def run(run_id: str, workspace: str) -> int:
+    from accelerate import PartialState
+
+    state = PartialState()
+    is_main = state.is_main_process
+    store = RunStore(workspace)
+    run = store.get_run(run_id)
+    config = run.config
+    if is_main:
+        import threading
+
+        store.update_run(run_id, worker_pid=os.getpid())
+        threading.Thread(target=_heartbeat_forever, args=(store, run_id), daemon=True).start()
+        # SIGTERM asks for the same clean stop as the Stop button.
+        signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
+    try:
+        from backend.data import prepare_dataset
+        from backend.models import resolve_model
+        from backend.modes import mode_module
+        from backend.training import StoreCallback, TrainContext
+
+        print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
+        model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
+        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace)
+        print(f"dataset: {info.num_rows} rows, format {info.name}", flush=True)
+        ctx = TrainContext(config=config, run_id=run_id, run_dir=store.run_dir(run_id), store=store,
+                           model_path=model_path, dataset=dataset)
+        trainer = mode_module(config.mode).build_trainer(ctx)
+        callback = StoreCallback(store, run_id, is_main)
+        trainer.add_callback(callback)
+        trainer.train()
+        trainer.save_model(str(ctx.adapter_dir))
+        if is_main:
+            trainer.processing_class.save_pretrained(str(ctx.adapter_dir))
+            store.update_run(run_id, adapter_path=str(ctx.adapter_dir))
+            status = "stopped" if callback.stopped else "completed"
+            store.finish_run(run_id, status)
+            print(f"run {run_id} {status}; adapter saved to {ctx.adapter_dir}", flush=True)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - every failure must reach the store
+        traceback.print_exc()
+        if is_main:
+            store.finish_run(run_id, "failed", error=f"{type(e).__name__}: {e}")
+        return 1
+    finally:
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="Train one run of the workbench (started by the supervisor).")
+    p.add_argument("run_id")
+    p.add_argument("--workspace", required=True)
+    a = p.parse_args(argv)
+    return run(a.run_id, a.workspace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

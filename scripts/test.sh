@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (venv, packages, Debian's chromium) and runs the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --dev
+exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"

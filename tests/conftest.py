@@ -1,0 +1,24 @@
+"""Shared fixtures. The environment is set first: huggingface_hub, datasets and gradio read it at import."""
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # tests never reach the Hub
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    """A 2-layer, 64-wide SmolLM2 with random weights and the real tokenizer, built once into the model
+    cache (the first build converts the embedded model, ~30 s)."""
+    from backend.models import build_tiny_model, model_cache_dir
+
+    return build_tiny_model(model_cache_dir() / "tiny-test")
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    return tmp_path

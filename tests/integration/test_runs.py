@@ -1,0 +1,103 @@
+"""A run end to end through the detached supervisor, `accelerate launch` and the worker, on the tiny model."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.config import build_config
+from backend.jobs import dispatch, stop_run, submit_run
+from backend.store import RunStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate, timeout=180, every=0.5, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def cli(*args, workspace, timeout=300):
+    return subprocess.run([sys.executable, str(REPO / "launch.py"), *args, "--workspace", str(workspace)],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_train_records_metrics_and_saves_a_loadable_adapter(tiny_model, workspace):
+    result = cli("train", str(REPO / "presets" / "sft_demo.yaml"), "--set", f"model={tiny_model}",
+                 "--set", "max_steps=6", "--set", "lora.r=4", workspace=workspace)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "run id: " in result.stdout
+
+    runs = json.loads(cli("runs", "--json", workspace=workspace).stdout)
+    assert [r["status"] for r in runs] == ["completed"] and runs[0]["mode"] == "sft"
+    shown = json.loads(cli("show", runs[0]["id"], "--json", workspace=workspace).stdout)
+    assert shown["status"] == "completed"
+    assert shown["config"]["lora"]["r"] == 4 and shown["config"]["max_steps"] == 6
+    names = {m["name"] for m in shown["metrics"]}
+    assert {"loss", "grad_norm", "learning_rate", "mean_token_accuracy"} <= names
+    assert sorted({m["step"] for m in shown["metrics"] if m["name"] == "loss"}) == [1, 2, 3, 4, 5, 6]
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    adapter = Path(shown["adapter"])
+    assert (adapter / "adapter_config.json").exists() and (adapter / "adapter_model.safetensors").exists()
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), adapter)
+    assert model.peft_config["default"].r == 4
+    assert (Path(workspace) / "runs" / shown["id"] / "config.yaml").exists()
+
+
+def test_cli_refuses_bad_settings_before_starting(workspace):
+    result = cli("train", "--set", "lora.r=0", "--set", "learning_rate=-1", workspace=workspace)
+    assert result.returncode == 2
+    assert "lora.r" in result.stderr and "learning_rate" in result.stderr
+    result = cli("train", "--set", "lora.rank=8", workspace=workspace)
+    assert result.returncode == 2 and "did you mean 'lora.r'" in result.stderr
+    result = cli("train", "--set", "dataset=/nonexistent/data.jsonl", workspace=workspace)
+    assert result.returncode == 2 and "dataset:" in result.stderr and "/nonexistent/data.jsonl" in result.stderr
+    assert json.loads(cli("runs", "--json", workspace=workspace).stdout) == []
+
+
+def test_stop_saves_adapter_queue_moves_on_and_killed_worker_fails(tiny_model, workspace):
+    store = RunStore(workspace)
+    long_run = build_config({"model": str(tiny_model), "max_steps": 5000, "max_length": 64, "lora": {"r": 2}})
+    first = submit_run(store, long_run)
+    second = submit_run(store, long_run)
+    assert store.get_run(first.id).status == "running"
+    assert store.get_run(second.id).status == "queued"  # one run at a time
+
+    wait_for(lambda: len(store.metrics_since(first.id)) >= 3, what="first metrics")
+    assert stop_run(store, first.id) == "stopping"
+    run = wait_for(lambda: (r := store.get_run(first.id)).status != "running" and r, what="stop")
+    assert run.status == "stopped"
+    assert 0 < run.step < 5000
+    assert (Path(run.adapter_path) / "adapter_model.safetensors").exists()
+
+    # the queue moves on without any UI: the first run's supervisor starts the second
+    run2 = wait_for(lambda: (r := store.get_run(second.id)).worker_pid and r, what="second worker")
+    assert run2.status == "running"
+    wait_for(lambda: store.metrics_since(second.id), what="second metrics")
+    os.kill(run2.worker_pid, signal.SIGKILL)
+    run2 = wait_for(lambda: (r := store.get_run(second.id)).status != "running" and r, timeout=30,
+                    what="failed status")
+    assert run2.status == "failed"
+    assert "last log lines" in run2.error and "step " in run2.error
+
+
+def test_a_vanished_supervisor_is_marked_failed(tiny_model, workspace):
+    store = RunStore(workspace)
+    run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 5000, "max_length": 64}))
+    wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
+    os.killpg(store.get_run(run.id).pid, signal.SIGKILL)  # the whole process group, supervisor included
+    wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "failed", timeout=15,
+             what="reconcile")
+    assert "is gone" in store.get_run(run.id).error
