@@ -97,9 +97,8 @@ def _broadcast_flag(flag: bool) -> bool:
     """All ranks must stop on the same step, or the next collective hangs."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
         return flag
-    from accelerate import PartialState
-
-    t = torch.tensor([int(flag)], device=PartialState().device)
+    device = f"cuda:{torch.cuda.current_device()}" if torch.distributed.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([int(flag)], device=device)
     torch.distributed.broadcast(t, src=0)
     return bool(t.item())
 

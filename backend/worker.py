@@ -21,10 +21,8 @@ def _heartbeat_forever(store: RunStore, run_id: str, every: float = 2.0) -> None
 
 
 def run(run_id: str, workspace: str) -> int:
-    from accelerate import PartialState
-
-    state = PartialState()
-    is_main = state.is_main_process
+    # accelerate launch / torchrun set RANK; building accelerate's state here would pre-empt the trainer's.
+    is_main = int(os.environ.get("RANK", "0")) == 0
     store = RunStore(workspace)
     run = store.get_run(run_id)
     config = run.config
@@ -39,6 +37,8 @@ def run(run_id: str, workspace: str) -> int:
         from backend.data import prepare_dataset
         from backend.models import resolve_model
         from backend.modes import mode_module
+        from transformers import PrinterCallback
+
         from backend.training import StoreCallback, TrainContext
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
@@ -50,6 +50,7 @@ def run(run_id: str, workspace: str) -> int:
         trainer = mode_module(config.mode).build_trainer(ctx)
         callback = StoreCallback(store, run_id, is_main)
         trainer.add_callback(callback)
+        trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
         trainer.train()
         trainer.save_model(str(ctx.adapter_dir))
         if is_main:

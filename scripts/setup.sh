@@ -17,3 +17,5 @@ fi
 if [ "${1:-}" = "--dev" ] && ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# Convert the embedded model once now (~30 s) so the first run starts training at once.
+.venv/bin/python -c "from backend.models import resolve_model; print('embedded model ready:', resolve_model('smollm2-135m-instruct', progress=lambda f, m: print(f'  [{f:.0%}] {m}', flush=True)))"

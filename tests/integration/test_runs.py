@@ -101,3 +101,18 @@ def test_a_vanished_supervisor_is_marked_failed(tiny_model, workspace):
     wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "failed", timeout=15,
              what="reconcile")
     assert "is gone" in store.get_run(run.id).error
+
+
+def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
+    """The multi-process path (gloo on CPU, NCCL on GPUs): only rank 0 writes; a stop reaches every rank."""
+    store = RunStore(workspace)
+    run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 5000, "max_length": 64,
+                                          "num_processes": 2}))
+    wait_for(lambda: len({m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss"}) >= 3,
+             what="metrics from two ranks")
+    stop_run(store, run.id)
+    run = wait_for(lambda: (r := store.get_run(run.id)).status != "running" and r, what="stop")
+    assert run.status == "stopped", run.error
+    steps = [m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss"]
+    assert steps == sorted(set(steps))  # one row per step: rank 1 writes nothing
+    assert (Path(run.adapter_path) / "adapter_model.safetensors").exists()

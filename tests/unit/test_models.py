@@ -122,8 +122,11 @@ def test_stale_temporary_folders_are_cleaned(tmp_path):
 
 def test_concurrent_callers_build_once_and_share_the_result(tmp_path):
     calls, results = [], []
-    threads = [threading.Thread(target=lambda: results.append(build_once(tmp_path / "m", _fake_build(calls, 0.3), "v1")))
-               for _ in range(3)]
+
+    def caller():  # each thread opens the lock file itself, as separate processes do
+        results.append(build_once(tmp_path / "m", _fake_build(calls, 0.3), "v1"))
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:

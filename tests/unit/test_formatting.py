@@ -1,0 +1,108 @@
+"""What the UI says about runs, errors and commands, checked without a browser."""
+import shlex
+
+import yaml
+
+from app.formatting import (changed_settings, cli_command, error_markdown, eta_seconds, fmt_duration, progress_html,
+                            run_table_rows, status_line)
+from app.train_tab import format_text, preset_choices, save_preset
+from backend.config import RunConfig, apply_overrides, build_config, load_config
+from backend.store import Run
+
+NOW = 1_000_000.0
+
+
+def make_run(**kw):
+    base = dict(id="20260101-000000-abcd", name="sft-demo", mode="sft", status="running", config=RunConfig(),
+                created_at=NOW - 100, started_at=NOW - 90, train_started_at=NOW - 60, step=10, total_steps=40)
+    return Run(**{**base, **kw})
+
+
+def test_durations_read_naturally():
+    assert [fmt_duration(s) for s in (None, 5, 65, 3725)] == ["-", "5 s", "1:05", "1:02:05"]
+
+
+def test_eta_comes_from_the_pace_since_training_began():
+    # 10 steps in 60 s -> 6 s/step, 30 steps left
+    assert eta_seconds(make_run(), NOW) == 180
+    assert eta_seconds(make_run(step=0), NOW) is None  # no pace yet
+    assert eta_seconds(make_run(train_started_at=None), NOW) is None  # still loading the model
+    assert eta_seconds(make_run(status="completed"), NOW) is None
+
+
+def test_status_line_starts_with_the_status_word():
+    assert status_line(make_run(), NOW) == "running · step 10/40 · 6.00 s/step · ETA 3:00"
+    assert status_line(make_run(step=0, train_started_at=None), NOW).startswith("running · loading the model")
+    done = make_run(status="completed", step=40, finished_at=NOW)
+    assert status_line(done, NOW).startswith("completed · step 40/40") and "took 1:30" in status_line(done, NOW)
+    assert status_line(make_run(stop_requested=True), NOW).startswith("running · stop requested")
+
+
+def test_progress_html_shows_the_bar_and_escapes_names():
+    html = progress_html(make_run(name="<b>x</b>"), NOW)
+    assert "width:25.0%" in html and "&lt;b&gt;x&lt;/b&gt;" in html and 'data-status="running"' in html
+    assert "No run selected" in progress_html(None)
+
+
+def test_run_table_rows_have_the_columns_of_the_runs_table():
+    rows = run_table_rows([make_run(), make_run(id="b", status="queued", step=0, total_steps=None, started_at=None)],
+                          NOW)
+    assert rows[0][:4] == ["sft-demo", "sft", "running", "10/40 (25%)"] and rows[0][-1] == "20260101-000000-abcd"
+    assert rows[1][2:4] == ["queued", "-"] and rows[1][5] == "-"
+
+
+def test_errors_name_the_field_by_label_and_path():
+    md = error_markdown(["lora.r: Input should be greater than or equal to 1 (got 0)",
+                         "dataset: x.jsonl row 3: column `completion` is empty", "something else"])
+    assert "- **LoRA rank** (`lora.r`): Input should be greater" in md
+    assert "- **Dataset** (`dataset`): x.jsonl row 3" in md
+    assert "- something else" in md
+
+
+def test_cli_command_lists_only_changed_settings_and_its_flags_rebuild_the_same_config():
+    config = build_config({"name": "my run", "max_steps": 40, "learning_rate": 1e-05,
+                           "lora": {"r": 16, "target_modules": ["q_proj", "k_proj"]}, "packing": True})
+    text = cli_command(config, "/tmp/ws")
+    yaml_part = text.split("<<'EOF'\n")[1].split("\nEOF")[0]
+    assert yaml.safe_load(yaml_part) == {"name": "my run", "lora": {"r": 16, "target_modules": ["q_proj", "k_proj"]},
+                                         "learning_rate": 1e-05, "max_steps": 40, "packing": True}
+    assert "python launch.py train run.yaml --workspace /tmp/ws" in text
+    flags_line = [line for line in text.splitlines() if line.startswith("python") and "--set" in line][0]
+    args = shlex.split(flags_line)
+    overrides = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    assert build_config(apply_overrides({}, overrides)) == config
+    assert [p for p, _ in changed_settings(config)] == ["name", "lora.r", "lora.target_modules", "learning_rate",
+                                                         "max_steps", "packing"]
+
+
+def test_cli_command_for_all_defaults_is_the_bare_command():
+    assert "python launch.py train\n" in cli_command(RunConfig())
+
+
+def test_dataset_format_text_says_ready_or_why_not():
+    class Info:
+        name, columns, conversational, num_rows = "messages", ["messages"], True, 201
+
+    assert format_text(Info, None, "sft").startswith("**Ready:** messages format")
+    assert "row 3" in format_text(Info, "x.jsonl row 3: column `messages` is empty", "sft")
+    assert format_text(None, "dataset file x not found", "sft") == "**Cannot train this dataset:** dataset file x not found"
+
+
+def test_presets_saved_from_the_ui_load_back_and_are_listed(tmp_path):
+    config = build_config({"max_steps": 12, "lora": {"r": 4}})
+    path = save_preset(tmp_path, "quick", config)
+    assert path == tmp_path / "presets" / "quick.yaml"
+    assert load_config(path) == config
+    labels = dict(preset_choices(tmp_path))
+    assert any(label == "quick (saved)" for label in labels)
+    assert any(label.endswith("(built-in)") for label in labels)  # the repo's presets/*.yaml
+
+
+def test_preset_names_cannot_escape_the_presets_folder(tmp_path):
+    import pytest
+
+    from backend.config import ConfigError
+
+    for bad in ("../evil", "a/b", "", " "):
+        with pytest.raises(ConfigError):
+            save_preset(tmp_path, bad, RunConfig())

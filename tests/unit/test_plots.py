@@ -1,0 +1,92 @@
+"""Metric charts: one subplot per logged metric, raw and EMA-smoothed, non-finite values left out."""
+import math
+
+import pandas as pd
+import pytest
+
+from app.plots import MAX_POINTS, add_rows, build_metrics_figure, ema, figure_from_series
+
+
+def rows(name, values, start_step=1):
+    return [{"id": i, "step": start_step + i, "name": name, "value": v, "time": 0.0} for i, v in enumerate(values)]
+
+
+def traces_of(fig, metric):
+    return [t for t in fig.data if metric in t.hovertemplate]
+
+
+def test_every_metric_gets_a_raw_and_a_smoothed_trace_in_its_own_subplot():
+    fig = build_metrics_figure(rows("loss", [3, 2, 1]) + rows("grad_norm", [1, 1, 1]) + rows("entropy", [5, 4, 3]))
+    assert len(fig.data) == 6
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["loss", "grad_norm", "entropy"]
+    for metric in ("loss", "grad_norm", "entropy"):
+        raw, smooth = traces_of(fig, metric)
+        assert raw.mode == "lines+markers" and smooth.mode == "lines"
+        assert raw.line.width < smooth.line.width
+        assert (raw.xaxis, raw.yaxis) == (smooth.xaxis, smooth.yaxis)  # same subplot
+    assert len({t.xaxis for t in fig.data}) == 3  # three subplots
+
+
+def test_loss_comes_first_and_other_metrics_keep_their_logged_order():
+    fig = build_metrics_figure(rows("learning_rate", [1e-4]) + rows("entropy", [2.0]) + rows("loss", [1.0]))
+    assert [a.text for a in fig.layout.annotations] == ["loss", "learning_rate", "entropy"]
+
+
+def test_none_and_nan_values_are_skipped_not_plotted():
+    fig = build_metrics_figure(rows("loss", [3.0, None, float("nan"), 1.0, float("inf")]))
+    raw, smooth = fig.data
+    assert list(raw.x) == [1, 4] and list(raw.y) == [3.0, 1.0]
+    assert list(smooth.x) == [1, 4] and all(math.isfinite(v) for v in smooth.y)
+
+
+def test_a_metric_with_no_finite_value_still_shows_up_empty():
+    fig = build_metrics_figure(rows("loss", [1.0, 2.0]) + rows("kl", [None, float("nan")]))
+    assert "kl (no finite values)" in [a.text for a in fig.layout.annotations]
+    assert all(len(t.x) == 0 for t in traces_of(fig, "kl"))
+
+
+def test_end_of_training_summary_is_a_title_line_not_a_subplot():
+    fig = build_metrics_figure(rows("loss", [2.0, 1.0]) + rows("train_runtime", [12.5], 2) + rows("train_loss", [1.5], 2))
+    assert [a.text for a in fig.layout.annotations] == ["loss"]
+    assert "train_loss 1.5" in fig.layout.title.text and "train_runtime 12.5" in fig.layout.title.text
+
+
+def test_no_rows_gives_a_placeholder_figure():
+    fig = build_metrics_figure([])
+    assert len(fig.data) == 0
+    assert fig.layout.annotations[0].text == "No metrics yet"
+
+
+def test_rows_can_be_added_incrementally():
+    series = add_rows({}, rows("loss", [3.0, 2.0]))
+    add_rows(series, rows("loss", [1.0], start_step=3))
+    assert series["loss"] == ([1, 2, 3], [3.0, 2.0, 1.0])
+    fig = figure_from_series(series)
+    assert list(fig.data[0].x) == [1, 2, 3]
+
+
+def test_long_runs_are_thinned_on_screen_but_keep_the_latest_point():
+    n = 3 * MAX_POINTS + 7
+    fig = build_metrics_figure(rows("loss", [float(i) for i in range(n)]))
+    raw = fig.data[0]
+    assert len(raw.x) <= MAX_POINTS + 1
+    assert raw.x[-1] == n and raw.y[-1] == n - 1
+
+
+def test_ema_is_bias_corrected_like_pandas_ewm():
+    values = [4.0, 1.0, 3.0, 8.0, 2.0]
+    expected = pd.Series(values).ewm(alpha=0.3, adjust=True).mean().tolist()
+    assert ema(values, 0.3) == pytest.approx(expected)
+
+
+def test_ema_starts_at_the_first_value_and_keeps_constants_constant():
+    assert ema([5.0, 5.0, 5.0], 0.1) == pytest.approx([5.0, 5.0, 5.0])
+    assert ema([2.0, 10.0], 0.5)[0] == 2.0
+    assert ema([1.0, 2.0, 3.0], 1.0) == [1.0, 2.0, 3.0]  # alpha 1: no smoothing
+    assert ema([], 0.3) == []
+
+
+def test_ema_rejects_an_alpha_outside_0_1():
+    with pytest.raises(ValueError):
+        ema([1.0], 0.0)
