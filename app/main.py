@@ -38,7 +38,11 @@ CSS = """
 .wb-bar.wb-busy > div { width: 30% !important; animation: wb-slide 1.4s infinite ease-in-out; }
 @keyframes wb-slide { from { margin-left: -30%; } to { margin-left: 100%; } }
 .wb-bottom { align-items: flex-end; }
-#log-tail textarea { font-family: var(--font-mono); font-size: 12px; }
+.wb-log { display: flex; flex-direction: column-reverse; overflow-y: auto; max-height: 320px;
+  border: 1px solid var(--border-color-primary); border-radius: var(--radius-lg);
+  background: var(--block-background-fill); }
+.wb-log pre { margin: 0; padding: 8px 10px; font-family: var(--font-mono); font-size: 12px;
+  white-space: pre-wrap; word-break: break-word; }
 """
 
 

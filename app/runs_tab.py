@@ -7,6 +7,7 @@ it last sent to each component, so unchanged components are skipped instead of r
 """
 from __future__ import annotations
 
+import html
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from backend.config import to_yaml
 from backend.store import Run, RunStore
 
 LOG_LINES = 40
+LOG_SETTLE_S = 10.0
 _SHARED_KEYS = ("table", "choices")  # not tied to the selected run: kept when the selection changes
 
 
@@ -56,6 +58,11 @@ def default_selection(runs: list[Run]) -> str | None:
     return pool[0].id if pool else None
 
 
+def log_html(text: str) -> str:
+    # column-reverse keeps the box scrolled to its newest line without any script
+    return f'<div class="wb-log"><pre>{html.escape(text) or "(no output yet)"}</pre></div>'
+
+
 def _error_markdown(run: Run) -> str:
     return f"**Error**\n\n```text\n{run.error}\n```" if run.error else ""
 
@@ -70,8 +77,9 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     error = gr.Markdown("", visible=False, elem_id="run-error")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
     with gr.Row(equal_height=False):
-        log_tail = gr.Textbox(label="Log (last lines)", lines=14, max_lines=14, interactive=False,
-                              autoscroll=True, elem_id="log-tail", scale=3)
+        with gr.Column(scale=3):
+            gr.Markdown("**Log** (last lines)", elem_classes=["wb-section"])
+            log_tail = gr.HTML(log_html(""), elem_id="log-tail")
         with gr.Column(scale=2):
             adapter = gr.Textbox(label="Adapter (PEFT folder)", interactive=False, elem_id="adapter-path",
                                  buttons=["copy"], placeholder="written when the run ends")
@@ -91,7 +99,8 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         run = next((r for r in runs if r.id == v.run_id), None)
         if run is None:
             v.run_id = None
-            rest = [progress_html(None), figure_from_series({}), "", gr.update(value="", visible=False), "", ""]
+            rest = [progress_html(None), figure_from_series({}), log_html(""), gr.update(value="", visible=False),
+                    "", ""]
             rest = [value if v.changed(key, "none") else gr.skip() for key, value in
                     zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
             return [table_out, select_out, *rest, v]
@@ -101,13 +110,15 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
             v.last_id = new[-1]["id"]
         plot_out = figure_from_series(v.series) if v.changed("plot", v.last_id) else gr.skip()
         html = progress_html(run, now)
-        tail = jobs.log_tail(store, run.id, LOG_LINES) if run.active or "log" not in v.shown else v.shown["log"]
+        # an ended run's log is final once its supervisor has written the last lines (a few seconds)
+        settled = not run.active and run.finished_at and now - run.finished_at > LOG_SETTLE_S
+        tail = v.shown["log"] if settled and "log" in v.shown else jobs.log_tail(store, run.id, LOG_LINES)
         err = _error_markdown(run)
         cfg = to_yaml(run.config)
         return [table_out, select_out,
                 html if v.changed("progress", html) else gr.skip(),
                 plot_out,
-                tail if v.changed("log", tail) else gr.skip(),
+                log_html(tail) if v.changed("log", tail) else gr.skip(),
                 gr.update(value=err, visible=bool(err)) if v.changed("error", err) else gr.skip(),
                 (run.adapter_path or "") if v.changed("adapter", run.adapter_path or "") else gr.skip(),
                 cfg if v.changed("config", cfg) else gr.skip(),

@@ -17,7 +17,7 @@ import pandas as pd
 from app import forms
 from app.formatting import cli_command, error_markdown, progress_html
 from backend import jobs
-from backend.config import ConfigError, choices, load_config, to_yaml
+from backend.config import ConfigError, build_config, choices, load_config, to_yaml
 from backend.modes import available_modes
 from backend.store import RunStore, default_workspace
 
@@ -126,11 +126,11 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             forms.build_settings(c, skip=("model", "mode", "dataset"))
             form = forms.SettingsForm(c)
             with gr.Accordion("Presets", open=False, elem_id="presets"):
-                with gr.Row(equal_height=True):
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     preset = gr.Dropdown(label="Preset", choices=preset_choices(workspace), value=None,
                                          elem_id="preset", scale=3)
                     load_btn = gr.Button("Load preset", elem_id="load-preset", scale=1)
-                with gr.Row(equal_height=True):
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     preset_name = gr.Textbox(label="Save these settings as", placeholder="my-preset",
                                              elem_id="preset-name", scale=3)
                     save_btn = gr.Button("Save preset", elem_id="save-preset", scale=1)
@@ -147,7 +147,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
                                         elem_id="dataset-preview", show_label=False)
             show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
             cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
-                          interactive=False, wrap_lines=True)
+                          interactive=False, wrap_lines=True, show_line_numbers=False)
 
     # ---- handlers ----
 
@@ -179,8 +179,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             config = forms.config_from_values(values)
             run = jobs.submit_run(store, config)
         except ConfigError as e:
-            gr.Warning("Cannot start the run: " + "; ".join(e.errors)[:400])
-            return error_markdown(e.errors), sess, gr.skip(), None
+            errors = e.errors + source_errors(values, e.errors)
+            gr.Warning("Cannot start the run: " + "; ".join(errors)[:400])
+            return error_markdown(errors), sess, gr.skip(), None
         except Exception as e:  # never a traceback in the page; the log has it
             log.exception("starting a run failed")
             return error_markdown([f"{type(e).__name__}: {e}"], "Could not start the run"), sess, gr.skip(), None
@@ -188,6 +189,21 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         queued = " It is queued behind the running run." if run.status == "queued" else ""
         return (f"Started **{run.name}** (`{run.id}`).{queued} Live plots are in the Runs tab.",
                 TrainSession(run.id, html), html, run.id)
+
+    def source_errors(values, errors: list[str]) -> list[str]:
+        """When other settings are wrong, still check the model and dataset, so one click lists every
+        problem (submit_run checks them only once the settings are valid)."""
+        data, _ = forms.data_from_values(values)
+        sources = {k: data[k] for k in ("model", "dataset", "mode")}
+        if any(line.split(":", 1)[0] in sources for line in errors):
+            return []
+        try:
+            jobs.preflight(build_config(sources), workspace)
+        except ConfigError as e:
+            return e.errors
+        except Exception:  # the real start reports these; this is only a courtesy
+            log.exception("checking model and dataset failed")
+        return []
 
     def stop_target(sess: TrainSession, view) -> str | None:
         for run_id in (sess.run_id, getattr(view, "run_id", None)):

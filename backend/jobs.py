@@ -172,6 +172,10 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
         cmd.append("--multi_gpu")  # on CPU too: `--cpu` with several processes silently runs one
     elif not torch.cuda.is_available():
         cmd.append("--cpu")
+    if not torch.cuda.is_available():
+        # the threads a plain torch script would use, shared among the processes
+        threads = max(1, torch.get_num_threads() // config.num_processes)
+        cmd += ["--num_cpu_threads_per_process", str(threads)]
     return cmd + ["-m", "backend.worker", run_id, "--workspace", str(workspace)]
 
 

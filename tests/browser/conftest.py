@@ -1,0 +1,71 @@
+"""A real workbench UI in its own process and Debian's chromium driven by Playwright."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ui_server(tmp_path):
+    port = _free_port()
+    workspace = tmp_path / "ws"
+    log = open(tmp_path / "ui.log", "w")
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port),
+                             "--workspace", str(workspace)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError("UI did not start:\n" + (tmp_path / "ui.log").read_text()[-3000:])
+            time.sleep(0.5)
+    yield {"url": url, "workspace": workspace}
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    from backend.jobs import stop_run
+    from backend.store import RunStore
+
+    store = RunStore(workspace)  # never leave a worker behind
+    for run in store.list_runs(("queued", "running")):
+        stop_run(store, run.id, force=True)
+
+
+@pytest.fixture
+def page():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/setup.sh --dev` (installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        pg.set_default_timeout(60_000)
+        yield pg
+        context.close()
+        browser.close()

@@ -1,0 +1,32 @@
+"""The UI as a person uses it: start a run, watch the metrics plot fill, stop it."""
+from pathlib import Path
+
+PLOT_POINTS = "() => { const p = document.querySelector('#metrics-plot .js-plotly-plot');" \
+              " return p && p.data && p.data.length ? p.data[0].x.length : 0; }"
+
+
+def set_text(page, elem_id, value):
+    box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def test_start_watch_metrics_and_stop(ui_server, page, tiny_model):
+    page.goto(ui_server["url"])
+    page.wait_for_selector("#model")
+    set_text(page, "model", tiny_model)
+    set_text(page, "max_steps", 3000)
+    set_text(page, "max_length", 64)
+    page.click("#start")
+
+    page.wait_for_function("() => /running/i.test(document.querySelector('#run-status').textContent)",
+                           timeout=90_000)
+    if not page.locator("#metrics-plot").is_visible():
+        page.get_by_role("tab", name="Runs").click()
+    page.wait_for_function(f"() => ({PLOT_POINTS})() >= 3", timeout=120_000)
+    page.screenshot(path=str(Path(ui_server["workspace"]) / "runs-tab.png"), full_page=True)
+
+    page.click("#runs-stop")
+    page.wait_for_function("() => /stopped/i.test(document.querySelector('#run-status').textContent)",
+                           timeout=90_000)
+    assert page.locator("#runs-table").inner_text().lower().count("stopped") >= 1
