@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import json
 import shlex
 import time
 from pathlib import Path
@@ -176,9 +175,3 @@ def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
             f"# or the same with --set flags\n"
             f"python launch.py train{ws} {flags}\n")
 
-
-def preview_cell(value, limit: int = 300) -> str:
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import get_origin
 
 import gradio as gr
@@ -75,10 +75,8 @@ def build_component(path: str, **overrides) -> gr.Component:
     `overrides` are passed to the component; giving `choices` turns a text setting into a Dropdown
     (model and dataset: suggestions plus, with allow_custom_value, anything typed)."""
     info = FIELDS[path]
-    modes = modes_of(path)
     kw = dict(label=info.title or path, info=info.description, elem_id=elem_id(path),
-              value=to_component_value(path, default_value(path)),
-              visible=modes is None or default_value("mode") in modes)
+              value=to_component_value(path, default_value(path)), visible=shown_for(path, default_value("mode")))
     ann = info.annotation
     if (opts := choices(info)) is not None or "choices" in overrides:
         kw.update(choices=opts)
@@ -108,28 +106,48 @@ def _section_title(section: str) -> str:
     return info.title or section
 
 
+def shown_for(path: str, mode: str) -> bool:
+    """Whether a setting applies to a training mode (settings without `modes` apply to all)."""
+    modes = modes_of(path)
+    return modes is None or mode in modes
+
+
+@dataclass
+class Section:
+    """A titled block of settings; hidden as a whole when none of them applies to the mode."""
+
+    container: gr.Column
+    paths: list[str]
+
+
 def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = (), per_row: int = 4,
-                   advanced_label: str = "Advanced settings") -> None:
-    """Lay out every setting not in `skip` and not already built: basic ones by section, advanced ones
-    in a folded accordion. New components are added to `components` (keyed by path)."""
+                   advanced_label: str = "Advanced settings") -> list[Section]:
+    """Lay out every setting not in `skip` and not already built, by schema section: basic ones in view,
+    advanced ones in a folded accordion. New components are added to `components` (keyed by path)."""
     todo = [p for p in PATHS if p not in skip and p not in components]
+    mode = default_value("mode")
+    sections: list[Section] = []
 
-    def grid(paths):
-        for i in range(0, len(paths), per_row):
-            with gr.Row(equal_height=True):
-                for p in paths[i:i + per_row]:
-                    components[p] = build_component(p)
+    def block(paths: list[str], section: str, titled: bool):
+        with gr.Column(visible=any(shown_for(p, mode) for p in paths), elem_classes=["wb-block"]) as col:
+            if titled and section:
+                gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
+            for i in range(0, len(paths), per_row):
+                with gr.Row(equal_height=True):
+                    for p in paths[i:i + per_row]:
+                        components[p] = build_component(p)
+        sections.append(Section(col, paths))
 
-    basic = [p for p in todo if group_of(p) == "basic"]
-    for section in dict.fromkeys(_section(p) for p in basic):
-        paths = [p for p in basic if _section(p) == section]
-        if section:
-            gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
-        grid(paths)
+    def blocks(paths: list[str]):
+        for section in sorted(dict.fromkeys(_section(p) for p in paths), key=bool):  # top level first
+            block([p for p in paths if _section(p) == section], section, titled=True)
+
+    blocks([p for p in todo if group_of(p) == "basic"])
     advanced = [p for p in todo if group_of(p) != "basic"]
     if advanced:
         with gr.Accordion(advanced_label, open=False, elem_id="advanced"):
-            grid(advanced)
+            blocks(advanced)
+    return sections
 
 
 @dataclass
@@ -137,6 +155,7 @@ class SettingsForm:
     """Every setting's component, in schema order, and the conversions between their values and a config."""
 
     components: dict[str, gr.Component]
+    sections: list[Section] = field(default_factory=list)
 
     def __post_init__(self):
         missing = [p for p in PATHS if p not in self.components]
@@ -154,8 +173,20 @@ class SettingsForm:
     def values_from(self, config: RunConfig) -> list:
         return values_from_config(config)
 
-    def mode_dependent(self) -> list[gr.Component]:
-        return [self.components[p] for p in PATHS if modes_of(p)]
+    def _mode_paths(self) -> list[str]:
+        return [p for p in PATHS if modes_of(p)]
+
+    def _mode_sections(self) -> list[Section]:
+        return [s for s in self.sections if any(modes_of(p) for p in s.paths)]
+
+    def mode_outputs(self) -> list:
+        """The components and section blocks whose visibility depends on the training mode."""
+        return [self.components[p] for p in self._mode_paths()] + [s.container for s in self._mode_sections()]
+
+    def mode_updates(self, mode: str) -> list:
+        """Visibility updates for `mode_outputs()`: only the settings that apply to `mode` are shown."""
+        return ([gr.update(visible=shown_for(p, mode)) for p in self._mode_paths()]
+                + [gr.update(visible=any(shown_for(p, mode) for p in s.paths)) for s in self._mode_sections()])
 
 
 def data_from_values(values: Sequence) -> tuple[dict, list[str]]:

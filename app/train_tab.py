@@ -93,6 +93,15 @@ def save_preset(workspace: Path, name: str, config) -> Path:
     return path
 
 
+def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
+    """When `dataset` is a built-in set that `mode` cannot train on, the first built-in set it can."""
+    from backend.data import BUILTIN_DATASETS, preview
+
+    if dataset not in BUILTIN_DATASETS or preview(dataset, mode, workspace, n=1)[2] is None:
+        return None
+    return next((name for name in BUILTIN_DATASETS if preview(name, mode, workspace, n=1)[2] is None), None)
+
+
 def format_text(info, error: str | None, mode: str) -> str:
     if info is not None and error is None:
         kind = "conversational" if info.conversational else "plain text"
@@ -123,8 +132,8 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
                                                      allow_custom_value=True, filterable=True, scale=3)
                 upload = gr.File(label="Upload a dataset", file_types=UPLOAD_TYPES, type="filepath",
                                  elem_id="upload", height=120, scale=2, min_width=180)
-            forms.build_settings(c, skip=("model", "mode", "dataset"))
-            form = forms.SettingsForm(c)
+            sections = forms.build_settings(c, skip=("model", "mode", "dataset"))
+            form = forms.SettingsForm(c, sections)
             with gr.Accordion("Presets", open=False, elem_id="presets"):
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     preset = gr.Dropdown(label="Preset", choices=preset_choices(workspace), value=None,
@@ -159,8 +168,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         df, info, error = preview(dataset, mode, workspace=workspace, n=5)
         return df, format_text(info, error, mode)
 
-    def on_mode(mode):
-        return [gr.update(visible=mode in forms.modes_of(p)) for p in forms.PATHS if forms.modes_of(p)]
+    def on_mode(mode, dataset):
+        # a built-in set made for another mode is swapped for one made for this mode, when there is one
+        return [*form.mode_updates(mode), builtin_for_mode(dataset, mode, workspace) or gr.skip()]
 
     def on_upload(path):
         if not path:
@@ -274,7 +284,8 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     preview_io = dict(inputs=[c["dataset"], c["mode"]], outputs=[data_preview, data_format])
     c["dataset"].change(on_preview, **preview_io, show_progress="minimal")
     c["mode"].change(on_preview, **preview_io, show_progress="minimal")
-    c["mode"].change(on_mode, c["mode"], form.mode_dependent(), show_progress="hidden")
+    c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
+                     show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
     start_event = start.click(on_start, [session, *form.inputs], [message, session, status, started],
                               concurrency_limit=None)

@@ -57,6 +57,71 @@ class LoraSettings(_Section):
         return v
 
 
+# TRL 1.16's DPO losses that need no setting beyond beta (exo_pair needs label smoothing; sft is not preference).
+DPO_LOSSES = ("sigmoid", "ipo", "hinge", "sigmoid_norm", "nca_pair", "bco_pair", "sppo_hard", "aot", "aot_unpaired",
+              "apo_zero", "apo_down", "discopop")
+# TRL 1.16's GRPO losses that run with token-level importance sampling (luspo / vespo need other settings).
+GRPO_LOSSES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
+RL_MODES = ("ppo", "grpo", "rloo")
+
+
+class DPOSettings(_Section):
+    beta: float = Field(0.1, gt=0, le=100, title="DPO beta",
+                        description="How far the policy may move from the reference (the model without the "
+                                    "adapter): higher stays closer. Typical 0.05 to 0.5.",
+                        json_schema_extra=_meta(modes=["dpo"]))
+    loss_type: Literal[DPO_LOSSES] = Field(
+        "sigmoid", title="DPO loss",
+        description="sigmoid: the original DPO; ipo: squared loss, robust to overfitting; hinge: SLiC; "
+                    "apo_zero / apo_down: anchored to the chosen answers; the rest are TRL's variants.",
+        json_schema_extra=_meta("advanced", modes=["dpo"]))
+
+
+class KTOSettings(_Section):
+    beta: float = Field(0.1, gt=0, le=100, title="KTO beta",
+                        description="How far the policy may move from the reference: higher stays closer.",
+                        json_schema_extra=_meta(modes=["kto"]))
+    desirable_weight: float = Field(1.0, gt=0, le=100, title="Desirable weight",
+                                    description="Weight of the loss on good (label true) examples; raise it when "
+                                                "they are fewer than the bad ones.",
+                                    json_schema_extra=_meta("advanced", modes=["kto"]))
+    undesirable_weight: float = Field(1.0, gt=0, le=100, title="Undesirable weight",
+                                      description="Weight of the loss on bad (label false) examples.",
+                                      json_schema_extra=_meta("advanced", modes=["kto"]))
+    loss_type: Literal["kto", "apo_zero_unpaired"] = Field(
+        "kto", title="KTO loss",
+        description="kto: estimates a KL term from mismatched pairs in each batch (batch size ≥ 2); "
+                    "apo_zero_unpaired: anchored, no KL term.",
+        json_schema_extra=_meta("advanced", modes=["kto"]))
+
+
+class RLSettings(_Section):
+    num_generations: int = Field(2, ge=2, le=1024, title="Completions per prompt",
+                                 description="Completions sampled for each prompt and scored against each other. "
+                                             "The batch size counts completions: batch size × gradient "
+                                             "accumulation × processes must be a multiple of this.",
+                                 json_schema_extra=_meta(modes=list(RL_MODES)))
+    max_completion_length: int = Field(64, ge=1, le=1_000_000, title="Max completion length",
+                                       description="Tokens generated per completion; generation dominates the "
+                                                   "step time.", json_schema_extra=_meta(modes=list(RL_MODES)))
+    temperature: float = Field(1.0, gt=0, le=10, title="Temperature",
+                               description="Sampling temperature: higher gives more varied completions.",
+                               json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+    top_p: float = Field(1.0, gt=0, le=1, title="Top-p",
+                         description="Sample from the smallest set of tokens whose probability adds up to this; "
+                                     "1 keeps all.", json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+    beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
+                        description="Penalty for moving away from the reference model. 0 skips the reference pass "
+                                    "(faster); 0.01 to 0.05 keeps the policy close.",
+                        json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+    loss_type: Literal[GRPO_LOSSES] = Field(
+        "dapo", title="GRPO loss",
+        description="How token losses are averaged. dapo: over the tokens of the whole batch (no length bias); "
+                    "grpo: per sequence (favours short correct answers); dr_grpo: by a constant; "
+                    "bnpo: over the local batch; cispo / sapo: softer clipping.",
+        json_schema_extra=_meta("advanced", modes=["grpo"]))
+
+
 class RunConfig(_Section):
     name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
                       json_schema_extra=_meta())
@@ -124,6 +189,9 @@ class RunConfig(_Section):
     num_processes: int = Field(1, ge=1, le=4096, title="Processes",
                                description="Training processes on this machine (one per GPU), via accelerate.",
                                json_schema_extra=_meta("advanced"))
+    dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
+    kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
+    rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
 
     @model_validator(mode="after")
     def _check_mode_available(self):
@@ -132,6 +200,25 @@ class RunConfig(_Section):
         if self.mode not in available_modes():
             raise ValueError(f"mode '{self.mode}' is not available yet; choose one of: "
                              f"{', '.join(available_modes())}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_mode_settings(self):
+        """Combinations TRL would refuse only after the model has loaded."""
+        if self.mode in RL_MODES:
+            per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
+            if per_step % self.rl.num_generations:
+                raise ValueError(
+                    f"rl.num_generations: {self.mode.upper()} samples {self.rl.num_generations} completions per "
+                    f"prompt, and each generation batch (batch size × gradient accumulation × processes = "
+                    f"{self.per_device_train_batch_size} × {self.gradient_accumulation_steps} × "
+                    f"{self.num_processes} = {per_step} completions) must hold whole groups of them; make that "
+                    f"product a multiple of {self.rl.num_generations} (e.g. batch size "
+                    f"{self.rl.num_generations}) or change rl.num_generations")
+        if self.mode == "kto" and self.kto.loss_type == "kto" and self.per_device_train_batch_size < 2:
+            raise ValueError("per_device_train_batch_size: the kto loss estimates its KL term from the other "
+                             "examples of a batch, so the batch size must be at least 2 (or use "
+                             "kto.loss_type apo_zero_unpaired)")
         return self
 
 

@@ -1,12 +1,13 @@
 """What the UI says about runs, errors and commands, checked without a browser."""
 import shlex
 
+import pytest
 import yaml
 
 from app.formatting import (changed_settings, cli_command, error_markdown, eta_seconds, fmt_duration, progress_html,
                             run_table_rows, status_line)
 from app.train_tab import format_text, preset_choices, save_preset
-from backend.config import RunConfig, apply_overrides, build_config, load_config
+from backend.config import ConfigError, RunConfig, apply_overrides, build_config, load_config
 from backend.store import Run
 
 NOW = 1_000_000.0
@@ -85,7 +86,7 @@ def test_dataset_format_text_says_ready_or_why_not():
 
     assert format_text(Info, None, "sft").startswith("**Ready:** messages format")
     assert "row 3" in format_text(Info, "x.jsonl row 3: column `messages` is empty", "sft")
-    assert format_text(None, "dataset file x not found", "sft") == "**Cannot train this dataset:** dataset file x not found"
+    assert format_text(None, "file x not found", "sft") == "**Cannot train this dataset:** file x not found"
 
 
 def test_presets_saved_from_the_ui_load_back_and_are_listed(tmp_path):
@@ -99,10 +100,6 @@ def test_presets_saved_from_the_ui_load_back_and_are_listed(tmp_path):
 
 
 def test_preset_names_cannot_escape_the_presets_folder(tmp_path):
-    import pytest
-
-    from backend.config import ConfigError
-
     for bad in ("../evil", "a/b", "", " "):
         with pytest.raises(ConfigError):
             save_preset(tmp_path, bad, RunConfig())

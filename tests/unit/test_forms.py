@@ -10,8 +10,8 @@ from backend.config import ConfigError, RunConfig, build_config, choices, field_
 def form():
     with gr.Blocks():
         components = {}
-        forms.build_settings(components)
-    return forms.SettingsForm(components)
+        sections = forms.build_settings(components)
+    return forms.SettingsForm(components, sections)
 
 
 def inside_accordion(component) -> bool:
@@ -106,7 +106,20 @@ def test_out_of_range_numbers_reach_the_schema_instead_of_a_nameless_gradio_erro
 
 
 def test_mode_specific_settings_show_only_for_their_modes(form):
-    packing = form.components["packing"]
-    assert packing in form.mode_dependent()
-    assert packing.visible is True  # the default mode, sft, uses it
-    assert form.components["lora.r"] not in form.mode_dependent()
+    mode_paths = [p for p, info in field_paths() if info.json_schema_extra.get("modes")]
+    assert mode_paths, "the schema has settings for one mode only"
+    outputs = form.mode_outputs()
+    assert all(form.components[p] in outputs for p in mode_paths)
+    assert form.components["lora.r"] not in outputs
+    for mode in choices(forms.FIELDS["mode"]):
+        updates = dict(zip(map(id, outputs), form.mode_updates(mode)))
+        for path in mode_paths:
+            assert updates[id(form.components[path])]["visible"] == (mode in forms.modes_of(path)), (mode, path)
+
+
+def test_a_section_of_settings_for_other_modes_is_hidden_whole(form):
+    by_section = {tuple(s.paths): s for s in form.sections}
+    for paths, section in by_section.items():
+        expected = any(forms.shown_for(p, "sft") for p in paths)
+        assert section.container.visible == expected, paths
+    assert all(p in {q for s in form.sections for q in s.paths} for p in forms.PATHS)

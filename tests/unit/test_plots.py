@@ -47,7 +47,8 @@ def test_a_metric_with_no_finite_value_still_shows_up_empty():
 
 
 def test_end_of_training_summary_is_a_title_line_not_a_subplot():
-    fig = build_metrics_figure(rows("loss", [2.0, 1.0]) + rows("train_runtime", [12.5], 2) + rows("train_loss", [1.5], 2))
+    summary = rows("train_runtime", [12.5], 2) + rows("train_loss", [1.5], 2)
+    fig = build_metrics_figure(rows("loss", [2.0, 1.0]) + summary)
     assert [a.text for a in fig.layout.annotations] == ["loss"]
     assert "train_loss 1.5" in fig.layout.title.text and "train_runtime 12.5" in fig.layout.title.text
 

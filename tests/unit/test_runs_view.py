@@ -1,0 +1,82 @@
+"""The Runs tab's poll: reads only new metric rows and re-sends only what changed."""
+import time
+
+import gradio as gr
+import pytest
+
+from app import runs_tab
+from app.runs_tab import RunView
+from backend.config import build_config
+from backend.store import RunStore
+
+SKIP = gr.skip()
+NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "view"]
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path)
+
+
+@pytest.fixture
+def render(store):
+    with gr.Blocks():
+        tab = runs_tab.build(store, gr.Timer(1.5), gr.State(RunView()))
+    return lambda view: dict(zip(NAMES, tab.render(view)))
+
+
+def finished_run(store, **metrics):
+    run = store.create_run(build_config({"name": "done"}))
+    for step, value in enumerate(metrics.get("loss", []), 1):
+        store.add_metrics(run.id, step, {"loss": value})
+    store.update_run(run.id, status="completed", started_at=time.time() - 60, finished_at=time.time() - 30,
+                     step=2, total_steps=2, adapter_path="/x/adapter")
+    return store.get_run(run.id)
+
+
+def test_selecting_a_run_shows_everything_about_it(store, render):
+    run = finished_run(store, loss=[2.0, 1.0])
+    out = render(RunView().select(run.id))
+    assert "completed" in out["progress"] and "done" in out["progress"]
+    assert list(out["plot"].data[0].y) == [2.0, 1.0]
+    assert out["adapter"] == "/x/adapter"
+    assert "name: done" in out["config"]
+    assert out["view"].last_id > 0
+
+
+def test_a_poll_with_nothing_new_sends_nothing(store, render):
+    run = finished_run(store, loss=[2.0, 1.0])
+    view = render(RunView().select(run.id))["view"]
+    again = render(view)
+    assert all(again[name] == SKIP for name in NAMES if name != "view")
+
+
+def test_a_poll_reads_only_rows_newer_than_the_last_one(store, render, monkeypatch):
+    run = finished_run(store, loss=[2.0, 1.0])
+    view = render(RunView().select(run.id))["view"]
+    seen = []
+    real = store.metrics_since
+    monkeypatch.setattr(store, "metrics_since", lambda rid, after=0: seen.append(after) or real(rid, after))
+    store.add_metrics(run.id, 3, {"loss": 0.5})
+    last_seen = view.last_id
+    out = render(view)
+    assert seen == [last_seen]  # one query, for rows after the last one already fetched
+    assert list(out["plot"].data[0].y) == [2.0, 1.0, 0.5]
+    assert out["table"] == SKIP
+
+
+def test_a_failed_run_shows_its_error(store, render):
+    run = store.create_run(build_config({}))
+    store.update_run(run.id, status="running", started_at=time.time())
+    store.finish_run(run.id, "failed", error="the worker exited with code 1")
+    out = render(RunView().select(run.id))
+    assert out["error"]["visible"] is True and "exited with code 1" in out["error"]["value"]
+
+
+def test_a_fresh_page_follows_the_active_run_else_the_newest(store):
+    assert runs_tab.default_selection([]) is None
+    old = store.create_run(build_config({"name": "old"}))
+    store.update_run(old.id, status="running")
+    store.create_run(build_config({"name": "new"}))
+    store.finish_run(store.list_runs()[0].id, "stopped")
+    assert runs_tab.default_selection(store.list_runs()) == old.id
