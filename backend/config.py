@@ -12,6 +12,8 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
+
 ALL_MODES = ("sft", "rm", "dpo", "kto", "ppo", "grpo", "rloo")
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
@@ -192,6 +194,13 @@ class RunConfig(_Section):
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
+    reward_sources: RewardSourceList = Field(
+        default_factory=list, title="Reward sources",
+        description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
+                    "similarity, a Python function from the workspace), each with a weight; the reward is their "
+                    "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
+                    "params: {pattern: '<answer>.*?</answer>'}}].",
+        json_schema_extra=_meta("basic", modes=["grpo", "rloo", "ppo"]))
 
     @model_validator(mode="after")
     def _check_mode_available(self):
@@ -205,6 +214,9 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _check_mode_settings(self):
         """Combinations TRL would refuse only after the model has loaded."""
+        if self.mode in RL_MODES and not self.reward_sources:
+            raise ValueError(f"reward_sources: {self.mode.upper()} learns from rewards; add at least one source "
+                             "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
         if self.mode in RL_MODES:
             per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
             if per_step % self.rl.num_generations:

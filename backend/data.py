@@ -20,6 +20,9 @@ DATA_DIR = REPO_ROOT / "presets" / "data"
 BUILTIN_DATASETS: dict[str, Path] = {
     "demo-sft-instructions": DATA_DIR / "sft_instructions.jsonl",
     "demo-sft-prompt-completion": DATA_DIR / "sft_prompt_completion.jsonl",
+    "demo-preference": DATA_DIR / "preference.jsonl",  # rm, dpo (built by presets/data/build_demo_sets.py)
+    "demo-kto": DATA_DIR / "kto.jsonl",
+    "demo-math": DATA_DIR / "math.jsonl",  # grpo, rloo: prompt + answer
 }
 
 _PREF = [("preference", ["prompt", "chosen", "rejected"])]
@@ -287,9 +290,30 @@ def detect_format(ds: datasets.Dataset, mode: str = "sft", source: str = "datase
             conversational = name == "messages" or (len(ds) > 0 and isinstance(ds[0][columns[0]], list))
             return FormatInfo(name=name, columns=list(columns), conversational=conversational,
                               num_rows=len(ds))
-    accepted = " | ".join(_format_label(c) for _, c in MODE_FORMATS[mode])
-    raise DatasetError(f"{source}: no {mode.upper()} format found; columns are [{', '.join(ds.column_names)}]. "
-                       f"{mode.upper()} needs one of: {accepted}")
+    raise DatasetError(_no_format_message(ds.column_names, mode, source))
+
+
+def _example_row(columns: list[str]) -> str:
+    return json.dumps({c: True if c in _FLAG_COLUMNS else "..." for c in columns})
+
+
+def _no_format_message(names: list[str], mode: str, source: str) -> str:
+    """Names the columns the closest format lacks, and shows what the mode needs."""
+    formats = [columns for _, columns in MODE_FORMATS[mode]]
+    M = mode.upper()
+    closest = min(formats, key=lambda columns: (len(set(columns) - set(names)), -len(set(columns) & set(names))))
+    missing = [c for c in closest if c not in names]
+    message = f"{source}: no {M} format found; columns are [{', '.join(names)}]"
+    if len(formats) == 1 or len(missing) < len(closest):  # say what is missing when one format is nearly there
+        message += ", missing " + ", ".join(f"`{c}`" for c in missing)
+        if len(formats) > 1:
+            message += f" for {_format_label(closest)}"
+    if len(formats) == 1:
+        optional = {("chosen", "rejected"): " (+ optional prompt)",
+                    ("prompt",): " (other columns, such as an answer, are passed to the reward sources)"}
+        optional = optional.get(tuple(closest), "")
+        return f"{message}. {M} needs {_format_label(closest)}{optional}, e.g. {_example_row(closest)}"
+    return f"{message}. {M} needs one of: {' | '.join(_format_label(c) for c in formats)}"
 
 
 def _check_messages(value, *, need_assistant: bool) -> str | None:

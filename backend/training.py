@@ -1,6 +1,7 @@
 """Plumbing shared by every mode: the run's context, trainer arguments, LoRA, and the store callback."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,11 @@ class TrainContext:
     @property
     def adapter_dir(self) -> Path:
         return self.run_dir / "adapter"
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 (set by accelerate launch / torchrun): the only process that writes to the store."""
+        return int(os.environ.get("RANK", "0")) == 0
 
 
 def resolved_precision(config: RunConfig) -> str:

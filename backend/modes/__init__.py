@@ -5,7 +5,14 @@ The registry is a plain dict of names so the schema can check a mode without imp
 """
 from importlib import import_module
 
-_MODULES = {"sft": "backend.modes.sft"}
+_MODULES = {
+    "sft": "backend.modes.sft",
+    "rm": "backend.modes.rm",
+    "dpo": "backend.modes.dpo",
+    "kto": "backend.modes.kto",
+    "grpo": "backend.modes.grpo",
+    "rloo": "backend.modes.rloo",
+}
 
 
 def available_modes() -> list[str]:

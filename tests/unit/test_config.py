@@ -82,3 +82,48 @@ def test_config_file_errors_name_the_file(tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping of settings"):
         load_config(tmp_path / "list.yaml")
+
+
+# ---- mode sections (dpo, kto, rl) ----
+
+REGEX_SOURCE = {"type": "regex", "params": {"pattern": "<answer>.*?</answer>"}}
+
+
+def test_mode_settings_use_trl_names_and_apply_only_to_their_modes():
+    c = build_config({})
+    assert (c.dpo.beta, c.dpo.loss_type) == (0.1, "sigmoid")
+    assert (c.kto.beta, c.kto.desirable_weight, c.kto.undesirable_weight, c.kto.loss_type) == (0.1, 1.0, 1.0, "kto")
+    assert (c.rl.num_generations, c.rl.temperature, c.rl.top_p, c.rl.beta, c.rl.loss_type) == (2, 1.0, 1.0, 0.0, "dapo")
+    modes = {path: info.json_schema_extra.get("modes") for path, info in field_paths()}
+    assert all(modes[p] == ["dpo"] for p in modes if p.startswith("dpo."))
+    assert all(modes[p] == ["kto"] for p in modes if p.startswith("kto."))
+    assert modes["rl.num_generations"] == ["ppo", "grpo", "rloo"] and modes["rl.loss_type"] == ["grpo"]
+
+
+def test_rl_generation_batch_must_hold_whole_groups():
+    base = {"mode": "grpo", "reward_sources": [REGEX_SOURCE], "rl": {"num_generations": 4}}
+    (err,) = errors_of({**base, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 3})
+    assert err.startswith("rl.num_generations: GRPO samples 4 completions per prompt")
+    assert "2 × 3 × 1 = 6 completions" in err and "multiple of 4" in err
+    assert build_config({**base, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2})
+    assert build_config({**base, "per_device_train_batch_size": 2, "num_processes": 2})
+    (err,) = errors_of({**base, "mode": "rloo", "per_device_train_batch_size": 3, "rl": {"num_generations": 2}})
+    assert err.startswith("rl.num_generations: RLOO")
+    assert build_config({"per_device_train_batch_size": 3, "rl": {"num_generations": 2}})  # sft ignores rl
+
+
+def test_rl_modes_need_a_reward_source():
+    (err,) = errors_of({"mode": "grpo"})
+    assert err.startswith("reward_sources: GRPO learns from rewards; add at least one source")
+    assert build_config({"mode": "rloo", "reward_sources": [REGEX_SOURCE]}).mode == "rloo"
+
+
+def test_kto_loss_needs_two_examples_per_batch():
+    (err,) = errors_of({"mode": "kto", "per_device_train_batch_size": 1})
+    assert err.startswith("per_device_train_batch_size:") and "at least 2" in err
+    assert build_config({"mode": "kto", "per_device_train_batch_size": 1, "kto": {"loss_type": "apo_zero_unpaired"}})
+
+
+def test_unknown_loss_types_are_refused_with_the_field_named():
+    (err,) = errors_of({"mode": "dpo", "dpo": {"loss_type": "exo_pair"}})
+    assert err.startswith("dpo.loss_type:") and "'sigmoid'" in err

@@ -58,10 +58,14 @@ def test_conversational_prompt_completion_is_detected(workspace):
     assert info.name == "prompt_completion" and info.conversational
 
 
+BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"]}
+
+
 @pytest.mark.parametrize("name", list(BUILTIN_DATASETS))
 def test_builtin_sets_load_and_validate(name):
-    ds, info = prepare_dataset(name, "sft")
-    assert len(ds) >= 100 and info.num_rows == len(ds)
+    for mode in BUILTIN_MODES.get(name, ["sft"]):
+        ds, info = prepare_dataset(name, mode)
+        assert len(ds) >= 100 and info.num_rows == len(ds)
     assert BUILTIN_DATASETS[name].stat().st_size < 100_000
 
 
@@ -202,8 +206,32 @@ def test_a_wrong_mode_dataset_lists_columns_and_accepted_formats(workspace):
         prepare_dataset(str(path), "sft")
     assert str(err.value) == ("dataset.csv: no SFT format found; columns are [question, answer]. "
                               "SFT needs one of: messages | prompt + completion | text")
-    with pytest.raises(DatasetError, match=r"DPO needs one of: prompt \+ chosen \+ rejected"):
+    with pytest.raises(DatasetError, match=r"DPO needs prompt \+ chosen \+ rejected"):
         prepare_dataset("demo-sft-instructions", "dpo")
+
+
+@pytest.mark.parametrize("mode, columns, expected", [
+    ("rm", ["prompt", "completion", "label"],
+     "missing `chosen`, `rejected`. RM needs chosen + rejected (+ optional prompt), "
+     "e.g. {\"chosen\": \"...\", \"rejected\": \"...\"}"),
+    ("dpo", ["prompt", "answer"], "missing `chosen`, `rejected`. DPO needs prompt + chosen + rejected, "
+                                  "e.g. {\"prompt\": \"...\", \"chosen\": \"...\", \"rejected\": \"...\"}"),
+    ("kto", ["prompt", "chosen", "rejected"],
+     "missing `completion`, `label`. KTO needs prompt + completion + label, "
+     "e.g. {\"prompt\": \"...\", \"completion\": \"...\", \"label\": true}"),
+    ("grpo", ["question", "answer"], "missing `prompt`. GRPO needs prompt (other columns, such as an answer, are "
+                                     "passed to the reward sources), e.g. {\"prompt\": \"...\"}"),
+    ("rloo", ["messages"], "missing `prompt`. RLOO needs prompt"),
+    ("sft", ["prompt", "answer"], "missing `completion` for prompt + completion. SFT needs one of: messages | "
+                                  "prompt + completion | text"),
+])
+def test_each_mode_names_the_missing_columns_and_shows_its_format(mode, columns, expected):
+    ds = datasets.Dataset.from_dict({c: ["x"] for c in columns})
+    with pytest.raises(DatasetError) as err:
+        detect_format(ds, mode, "mine.jsonl")
+    found = f"mine.jsonl: no {mode.upper()} format found; columns are [{', '.join(columns)}], "
+    assert str(err.value).startswith(found)
+    assert expected in str(err.value)
 
 
 def test_malformed_json_names_the_line(workspace):
@@ -271,7 +299,7 @@ def test_preview_returns_errors_instead_of_raising(workspace):
     df, info, error = preview("missing.jsonl", workspace=workspace)
     assert df.empty and info is None and "missing.jsonl not found" in error
     df, info, error = preview("demo-sft-instructions", mode="kto")
-    assert len(df) == 5 and info is None and "KTO needs one of" in error
+    assert len(df) == 5 and info is None and "KTO needs prompt + completion + label" in error
 
 
 def test_uploads_are_copied_into_the_workspace_under_their_name(workspace, tmp_path_factory):

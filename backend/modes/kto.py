@@ -1,0 +1,19 @@
+"""Kahneman-Tversky optimisation: TRL's KTOTrainer on prompt + completion + label (good or bad).
+
+Unlike DPO it needs no pairs, only a thumbs up or down per answer. With LoRA the reference is the model
+with the adapter switched off.
+"""
+from trl import KTOConfig, KTOTrainer
+
+from backend.models import load_causal_lm, load_tokenizer
+from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+
+
+def build_trainer(ctx: TrainContext) -> KTOTrainer:
+    c = ctx.config
+    args = trainer_args(ctx, KTOConfig, max_length=c.max_length, beta=c.kto.beta, loss_type=c.kto.loss_type,
+                        desirable_weight=c.kto.desirable_weight, undesirable_weight=c.kto.undesirable_weight)
+    tokenizer = load_tokenizer(ctx.model_path)
+    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    return KTOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,
+                      processing_class=tokenizer, peft_config=lora_config(c))

@@ -1,0 +1,18 @@
+"""REINFORCE leave-one-out: TRL's RLOOTrainer samples several completions per prompt and uses the mean
+reward of the others as each one's baseline. Same reward sources and samples as GRPO.
+"""
+from trl import RLOOConfig, RLOOTrainer
+
+from backend.models import load_causal_lm, load_tokenizer
+from backend.modes.rl_common import reward_functions, rl_args
+from backend.training import TrainContext, lora_config, model_dtype
+
+
+def build_trainer(ctx: TrainContext) -> RLOOTrainer:
+    c = ctx.config
+    reward_funcs, weights = reward_functions(ctx)
+    args = rl_args(ctx, RLOOConfig, weights)
+    tokenizer = load_tokenizer(ctx.model_path)
+    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    return RLOOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
+                       processing_class=tokenizer, peft_config=lora_config(c))

@@ -1,0 +1,130 @@
+"""Every training mode end to end through the real worker, on the tiny model: a few steps each, the mode's
+own metrics in the store, a saved adapter, live samples for the RL modes, and wrong data refused up front.
+
+The five runs are submitted together and run one after another through the queue (one worker at a time).
+"""
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.config import ConfigError, build_config
+from backend.jobs import preflight, submit_run
+from backend.store import RunStore
+
+STEPS = 2
+SOURCES = [
+    {"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
+    {"type": "regex", "name": "format", "weight": 0.5, "params": {"pattern": "<answer>.*?</answer>"}},
+]
+RUNS = {
+    "rm": {"dataset": "demo-preference"},
+    "dpo": {"dataset": "demo-preference", "dpo": {"beta": 0.2, "loss_type": "ipo"}},
+    "kto": {"dataset": "demo-kto", "kto": {"desirable_weight": 1.5}},
+    "grpo": {"dataset": "demo-math", "reward_sources": SOURCES},
+    "rloo": {"dataset": "demo-math", "reward_sources": SOURCES, "rl": {"beta": 0.05}},
+}
+# What each trainer logs that the others do not (TRL 1.16 names)
+KEYS = {
+    "rm": {"loss", "accuracy", "margin", "mean_reward"},
+    "dpo": {"loss", "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+            "logps/chosen"},
+    "kto": {"loss", "kl", "rewards/chosen", "rewards/rejected", "logps/chosen"},
+    "grpo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "completions/mean_length"},
+    "rloo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "kl"},
+}
+
+
+def wait_for(predicate, timeout, every=0.5, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        if value := predicate():
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def tiny_config(model, mode, **settings):
+    base = {"mode": mode, "model": str(model), "max_steps": STEPS, "max_length": 64, "lora": {"r": 2},
+            "per_device_train_batch_size": 2, "rl": {"num_generations": 2, "max_completion_length": 8}}
+    for key, value in settings.items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and key in base else value
+    return build_config(base)
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_model, tmp_path_factory):
+    """{mode: (store, run)} once every mode's run has ended."""
+    store = RunStore(tmp_path_factory.mktemp("modes"))
+    ids = {mode: submit_run(store, tiny_config(tiny_model, mode, **settings)).id for mode, settings in RUNS.items()}
+    wait_for(lambda: not any(store.get_run(i).active for i in ids.values()), timeout=240, every=1,
+             what="all mode runs to end")
+    return {mode: (store, store.get_run(run_id)) for mode, run_id in ids.items()}
+
+
+@pytest.mark.parametrize("mode", list(RUNS))
+def test_each_mode_trains_logs_its_metrics_and_saves_an_adapter(finished, mode):
+    store, run = finished[mode]
+    assert run.status == "completed", run.error
+    metrics = store.metrics_since(run.id)
+    names = {m["name"] for m in metrics}
+    assert KEYS[mode] <= names, f"{mode} lacks {KEYS[mode] - names}"
+    assert sorted({m["step"] for m in metrics if m["name"] in KEYS[mode]}) == list(range(1, STEPS + 1))
+    adapter = Path(run.adapter_path)
+    assert (adapter / "adapter_model.safetensors").exists() and (adapter / "tokenizer_config.json").exists()
+
+
+def test_mode_settings_reach_the_trainer(finished):
+    import torch
+
+    store, run = finished["dpo"]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert (args.beta, args.loss_type) == (0.2, ["ipo"])
+    store, run = finished["kto"]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert args.desirable_weight == 1.5
+    store, run = finished["grpo"]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert (args.num_generations, args.max_completion_length, args.reward_weights) == (2, 8, [1.0, 0.5])
+
+
+@pytest.mark.parametrize("mode", ["grpo", "rloo"])
+def test_rl_runs_store_samples_with_each_sources_score(finished, mode):
+    store, run = finished[mode]
+    samples = store.samples_since(run.id)
+    assert {s["step"] for s in samples} == set(range(1, STEPS + 1))
+    for s in samples:
+        assert "What is" in s["prompt"] and isinstance(s["completion"], str)
+        assert set(s["rewards"]) == {"correct", "format"}
+        assert s["total"] == pytest.approx(s["rewards"]["correct"] + 0.5 * s["rewards"]["format"])
+
+
+def test_a_finished_reward_model_run_loads_as_a_scorer(finished):
+    import torch
+
+    from backend.modes.rm import load_reward_model
+
+    store, run = finished["rm"]
+    model, tokenizer = load_reward_model(store.run_dir(run.id))
+    texts = ["The capital of France is Paris.", "Look it up yourself.", "Seven."]
+    with torch.no_grad():
+        scores = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits[:, 0]
+    assert scores.shape == (3,) and torch.isfinite(scores).all()
+
+
+@pytest.mark.parametrize("mode, dataset, missing", [
+    ("rm", "demo-kto", "`chosen`, `rejected`"),
+    ("dpo", "demo-math", "`chosen`, `rejected`"),
+    ("kto", "demo-preference", "`completion`, `label`"),
+    ("grpo", "demo-sft-instructions", "`prompt`"),
+    ("rloo", "demo-sft-instructions", "`prompt`"),
+])
+def test_a_dataset_of_the_wrong_format_is_refused_before_any_process_starts(tiny_model, workspace, mode, dataset,
+                                                                           missing):
+    config = tiny_config(tiny_model, mode, dataset=dataset, **({"reward_sources": SOURCES[1:]}
+                                                               if mode in ("grpo", "rloo") else {}))
+    with pytest.raises(ConfigError) as err:
+        preflight(config, workspace)
+    (line,) = err.value.errors
+    assert line.startswith(f"dataset: {dataset}: no {mode.upper()} format found")
+    assert f"missing {missing}" in line and f"{mode.upper()} needs " in line

@@ -1,0 +1,63 @@
+"""The built-in preference, KTO and math sets: what the generator writes is what is committed, and it is right."""
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[2] / "presets" / "data"
+
+
+def load(name):
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def generator():
+    spec = importlib.util.spec_from_file_location("build_demo_sets", DATA / "build_demo_sets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_files_are_what_the_generator_writes(generator):
+    assert load("preference.jsonl") == generator.preference_rows()
+    assert load("kto.jsonl") == generator.kto_rows()
+    assert load("math.jsonl") == generator.math_rows()
+
+
+def test_math_answers_are_the_exact_results():
+    rows = load("math.jsonl")
+    assert len(rows) == 300 and len({r["prompt"][0]["content"] for r in rows}) == 300
+    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "×": lambda a, b: a * b}
+    for row in rows:
+        text = row["prompt"][0]["content"]
+        a, op, b = re.match(r"What is (\d+) ([+\-×]) (\d+)\?", text).groups()
+        assert 10 <= int(a) <= 999 and 10 <= int(b) <= 999
+        assert row["answer"] == str(ops[op](int(a), int(b)))
+        assert "<answer></answer>" in text
+
+
+def test_preference_pairs_reject_a_wrong_rude_or_rambling_answer(generator):
+    rows = load("preference.jsonl")
+    assert len(rows) >= 100
+    correct = {q: good for q, good, _ in generator.QA}
+    wrong = {q: bad for q, _, bad in generator.QA}
+    kinds = {"wrong": 0, "rude": 0, "rambling": 0}
+    for row in rows:
+        question, rejected = row["prompt"][0]["content"], row["rejected"][0]["content"]
+        assert row["chosen"][0]["content"] == correct[question]
+        kind = ("wrong" if rejected == wrong[question] else "rude" if rejected in generator.RUDE
+                else "rambling" if rejected in generator.RAMBLING else None)
+        assert kind, rejected
+        kinds[kind] += 1
+    assert min(kinds.values()) >= len(rows) // 3
+
+
+def test_kto_labels_are_booleans_and_balanced():
+    rows = load("kto.jsonl")
+    labels = [r["label"] for r in rows]
+    assert len(rows) >= 100 and all(isinstance(x, bool) for x in labels)
+    assert abs(sum(labels) - len(labels) / 2) <= 2
+    assert labels[:10] != sorted(labels[:10])  # shuffled: KTO reads in order and pairs neighbours
