@@ -49,9 +49,14 @@ def preflight(config: RunConfig, workspace: Path) -> None:
     except ModelError as e:
         errors.append(f"model: {e}")
     try:
-        prepare_dataset(config.dataset, config.mode, workspace=workspace)
+        dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace)
     except DatasetError as e:
         errors.append(f"dataset: {e}")
+    else:
+        if config.reward_sources:
+            from backend.rewards import validate_sources
+
+            errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     if errors:
         raise ConfigError(errors)
 

@@ -116,3 +116,14 @@ def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
     steps = [m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss"]
     assert steps == sorted(set(steps))  # one row per step: rank 1 writes nothing
     assert (Path(run.adapter_path) / "adapter_model.safetensors").exists()
+
+
+def test_reward_sources_are_checked_before_a_run_starts(workspace):
+    from backend.config import ConfigError
+    from backend.jobs import preflight
+
+    config = build_config({"mode": "grpo", "dataset": "demo-math",
+                           "reward_sources": [{"type": "exact_match", "params": {"column": "solution"}}]})
+    with pytest.raises(ConfigError) as exc:
+        preflight(config, workspace)
+    assert any("solution" in line and "answer" in line for line in exc.value.errors)
