@@ -1,0 +1,50 @@
+"""The UI server's safe defaults: loopback only, and a password when asked for one."""
+import base64
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _status(url) -> int:
+    try:
+        return urllib.request.urlopen(url, timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_auth_protects_the_api_and_the_server_binds_loopback(tmp_path):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port), "--auth", "ann:s3cret",
+                             "--workspace", str(tmp_path)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(base + "/", timeout=2)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, "UI did not start"
+                time.sleep(0.5)
+        assert _status(base + "/config") == 401
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        local = {line.split()[3] for line in listening.splitlines() if line.strip()}
+        assert local == {f"127.0.0.1:{port}"}
+    finally:
+        proc.terminate()
+        proc.wait(15)
