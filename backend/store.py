@@ -10,6 +10,7 @@ import math
 import os
 import secrets
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -100,20 +101,22 @@ class RunStore:
         self.workspace = Path(workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.path = self.workspace / "workbench.db"
+        self._local = threading.local()
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
     @contextmanager
     def _connect(self):
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=30000")
-        try:
-            yield db
-        finally:
-            db.close()
+        """This thread's connection, opened once: a training step pays microseconds, not a reconnect."""
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():  # never reuse a connection across fork
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            local.db, local.pid = db, os.getpid()
+        yield local.db
 
     @contextmanager
     def transaction(self):
