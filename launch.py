@@ -6,6 +6,9 @@
   python launch.py runs [--json]
   python launch.py show RUN_ID [--json]
   python launch.py stop RUN_ID [--force]
+  python launch.py labels list [--json]
+  python launch.py labels export SESSION_ID --format dpo|kto|sft --out FILE.jsonl|FILE.parquet
+  python launch.py export RUN_ID --out DIR [--merge] [--zip] [--overwrite]
 """
 from __future__ import annotations
 
@@ -201,6 +204,60 @@ def cmd_stop(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from backend.export import ExportError, export_run
+
+    last = {"message": None, "tenth": -1}
+
+    def progress(fraction: float, message: str) -> None:
+        # one line per step, and per tenth within a long one (zipping a merged model reports every 8 MB)
+        step = message.split(" (")[0]
+        tenth = int(fraction * 10)
+        if step != last["message"] or tenth != last["tenth"]:
+            print(f"[{fraction:4.0%}] {message}", flush=True)
+            last.update(message=step, tenth=tenth)
+
+    try:
+        result = export_run(_store(args), args.run_id, args.out, merge=args.merge, make_zip=args.zip,
+                            overwrite=args.overwrite, progress=progress)
+    except ExportError as e:
+        print(f"Cannot export: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"{result.kind}: {result.folder}")
+    if result.zip_path:
+        print(f"zip: {result.zip_path}")
+    return 0
+
+
+def cmd_labels(args) -> int:
+    from backend import labeling
+
+    store = _store(args)
+    if args.labels_command == "export":
+        try:
+            summary = labeling.write_export(store, args.session_id, args.out, fmt=args.format,
+                                            conversational=not args.plain, ties=args.ties, both_bad=args.both_bad)
+        except labeling.LabelError as e:
+            print(e, file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"{summary.path}: {summary.text()}")
+        return 0
+    sessions = [labeling.session_counts(store, s) for s in labeling.list_sessions(store)]
+    if args.json:
+        _print_json(sessions)
+        return 0
+    if not sessions:
+        print("no labeling sessions yet")
+        return 0
+    print(f"{'id':26} {'name':28} {'mode':6} {'labels':>6} {'remaining':>9} {'generated':>10}  status")
+    for s in sessions:
+        print(f"{s['id']:26} {s['name'][:28]:28} {s['mode']:6} {s['labels']:>6} {s['remaining']:>9} "
+              f"{str(s['generated']) + '/' + str(s['items']):>10}  {s['status']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--workspace", default=argparse.SUPPRESS,
@@ -234,6 +291,31 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("run_id")
     st.add_argument("--force", action="store_true", help="kill at once, without saving")
     st.set_defaults(func=cmd_stop)
+
+    ex = sub.add_parser("export", parents=[common], help="export a run's adapter or merged model, with a model card")
+    ex.add_argument("run_id")
+    ex.add_argument("--out", required=True, help="folder to write (created; must be empty or an earlier export)")
+    ex.add_argument("--merge", action="store_true",
+                    help="fold the LoRA adapter into the base weights (a model for plain AutoModelForCausalLM)")
+    ex.add_argument("--zip", action="store_true", help="also write OUT.zip")
+    ex.add_argument("--overwrite", action="store_true", help="replace an earlier export in OUT")
+    ex.set_defaults(func=cmd_export)
+
+    lb = sub.add_parser("labels", parents=[common], help="preference labeling sessions: list, export")
+    lsub = lb.add_subparsers(dest="labels_command", required=True)
+    ll = lsub.add_parser("list", parents=[common], help="sessions with their label counts")
+    ll.add_argument("--json", action="store_true")
+    ll.set_defaults(func=cmd_labels)
+    le = lsub.add_parser("export", parents=[common], help="export a session's labels as a training dataset")
+    le.add_argument("session_id")
+    le.add_argument("--format", choices=["dpo", "kto", "sft"], default="dpo",
+                    help="dpo: prompt/chosen/rejected (DPO and reward models); kto: prompt/completion/label")
+    le.add_argument("--out", required=True, help="output file, .jsonl or .parquet")
+    le.add_argument("--plain", action="store_true", help="plain strings instead of chat messages")
+    le.add_argument("--ties", choices=["drop", "keep"], default="drop", help="kto: keep ties as two good answers")
+    le.add_argument("--both-bad", choices=["drop", "keep"], default="drop",
+                    help="kto: keep both-bad as two bad answers; dpo: pairs with the labeler's edited answer")
+    le.set_defaults(func=cmd_labels)
     return p
 
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import html
+import json
+import re
 import shlex
 import time
 from pathlib import Path
@@ -13,6 +15,8 @@ RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",
                   "failed": "#dc2626", "stopped": "#d97706"}
 _TITLES = {path: info.title for path, info in field_paths()}
+# an item of a list setting: reward_sources.0, reward_sources.0.weight, reward_sources.0 (correct)
+_LIST_ITEM = re.compile(r"^(?P<path>[\w.]+?)\.(?P<index>\d+)(?:\.(?P<field>[\w.]+))?(?: \((?P<name>[^)]*)\))?$")
 
 
 # ---- times ----
@@ -127,15 +131,28 @@ def progress_html(run: Run | None, now: float | None = None, empty: str = "No ru
 
 # ---- errors ----
 
+def _escape_tags(text: str) -> str:
+    """`<answer>` in a message shows as text, not as an HTML tag Markdown drops (code spans stay as they are)."""
+    parts = text.split("`")
+    return "`".join(html.escape(p, quote=False) if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
 def error_markdown(errors: list[str], heading: str = "Cannot start the run") -> str:
     """A Markdown list naming each bad field by its label and its path (as the CLI's --set uses it)."""
     lines = [f"**{heading}:**", ""]
     for line in errors:
         path, sep, msg = line.partition(": ")
+        msg = _escape_tags(msg)
+        item = _LIST_ITEM.match(path) if sep else None
         if sep and path in _TITLES:
             lines.append(f"- **{_TITLES[path] or path}** (`{path}`): {msg}")
+        elif item and item["path"] in _TITLES:
+            name = f" ({item['name']})" if item["name"] else ""
+            field = f", {item['field']}" if item["field"] else ""
+            lines.append(f"- **{_TITLES[item['path']] or item['path']}, row {int(item['index']) + 1}{name}{field}** "
+                         f"(`{path.split(' ')[0]}`): {msg}")
         else:
-            lines.append(f"- {line}")
+            lines.append(f"- {_escape_tags(line)}")
     return "\n".join(lines)
 
 
@@ -144,6 +161,8 @@ def error_markdown(errors: list[str], heading: str = "Cannot start the run") -> 
 def _flag_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return json.dumps(value, separators=(",", ":"))  # --set parses the value as YAML, which reads JSON
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return str(value)
@@ -175,3 +194,51 @@ def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
             f"# or the same with --set flags\n"
             f"python launch.py train{ws} {flags}\n")
 
+
+
+# ---- live samples of RL runs ----
+
+SAMPLE_COLUMNS = ["step", "prompt", "completion"]  # then one column per reward source, then "total"
+ALL_STEPS = "all"
+SAMPLES_SHOWN = 200  # rows in the table for "all steps" (newest first)
+
+
+def _score_cell(value) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
+
+
+def sample_sources(samples: list[dict], configured: list[str] = ()) -> list[str]:
+    """Reward-source columns: the run's configured names, then any other name the samples carry."""
+    names = list(configured)
+    for s in samples:
+        names += [n for n in (s.get("rewards") or {}) if n not in names]
+    return names
+
+
+def sample_table_rows(samples: list[dict], sources: list[str], step: str | int | None = ALL_STEPS,
+                      limit: int = SAMPLES_SHOWN) -> list[list]:
+    """Table rows, newest first: step, prompt, completion, one score per source, total."""
+    if step not in (None, "", ALL_STEPS):
+        samples = [s for s in samples if str(s["step"]) == str(step)]
+    rows = []
+    for s in reversed(samples[-limit:] if step in (None, "", ALL_STEPS) else samples):
+        rewards = s.get("rewards") or {}
+        rows.append([s["step"], s.get("prompt", ""), s.get("completion", ""),
+                     *[_score_cell(rewards.get(n)) for n in sources], _score_cell(s.get("total"))])
+    return rows
+
+
+def sample_step_choices(samples: list[dict]) -> list[tuple[str, str]]:
+    steps = sorted({s["step"] for s in samples}, reverse=True)
+    return [("all steps (newest first)", ALL_STEPS)] + [(f"step {n}", str(n)) for n in steps]
+
+
+def score_table_widths(n_sources: int, step_column: bool) -> list[str]:
+    """Column widths (percent, so they always add up to the table's width) for [step,] prompt, completion,
+    one column per reward source, total: the texts share what the short number columns leave, 2 : 3."""
+    fixed = (5 if step_column else 0) + 9 * n_sources + 7
+    text = max(20, 100 - fixed)
+    return ([f"{5}%"] if step_column else []) + [f"{0.4 * text:.0f}%", f"{0.6 * text:.0f}%",
+                                                 *["9%"] * n_sources, "7%"]

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import get_origin
+from typing import get_args, get_origin
 
 import gradio as gr
 
+from app import reward_editor
+from app.reward_editor import RewardSourcesEditor
 from backend.config import ConfigError, RunConfig, build_config, choices, field_paths, get_path, set_path
+from backend.rewards.spec import RewardSourceConfig
 
 FIELDS = dict(field_paths())
 PATHS = list(FIELDS)
@@ -54,7 +57,15 @@ def bounds(path: str) -> tuple[float | None, float | None]:
 
 
 def _is_list(path: str) -> bool:
-    return get_origin(FIELDS[path].annotation) is list
+    """A list of words (comma-separated in a textbox)."""
+    ann = FIELDS[path].annotation
+    return get_origin(ann) is list and get_args(ann) == (str,)
+
+
+def is_source_list(path: str) -> bool:
+    """A list of reward sources: edited row by row in a RewardSourcesEditor, not in a textbox."""
+    ann = FIELDS[path].annotation
+    return get_origin(ann) is list and get_args(ann) == (RewardSourceConfig,)
 
 
 def elem_id(path: str) -> str:
@@ -97,6 +108,18 @@ def build_component(path: str, **overrides) -> gr.Component:
     return gr.Textbox(**kw)
 
 
+def build_source_editor(path: str) -> RewardSourcesEditor:
+    info = FIELDS[path]
+    return reward_editor.build(prefix="reward", sources=default_value(path), label=info.title or path,
+                               info=_editor_info(), visible=shown_for(path, default_value("mode")),
+                               container_id=elem_id(path).replace("_", "-"))
+
+
+def _editor_info() -> str:
+    return ("The reward is the weighted sum of these sources' scores; each is logged as "
+            "`rewards/<name>/mean`. Try them on a few completions in the Reward playground tab.")
+
+
 def _section(path: str) -> str:
     return path.rsplit(".", 1)[0] if "." in path else ""
 
@@ -129,13 +152,17 @@ def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = ()
     sections: list[Section] = []
 
     def block(paths: list[str], section: str, titled: bool):
+        simple = [p for p in paths if not is_source_list(p)]
         with gr.Column(visible=any(shown_for(p, mode) for p in paths), elem_classes=["wb-block"]) as col:
-            if titled and section:
+            if titled and section and simple:
                 gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
-            for i in range(0, len(paths), per_row):
+            for i in range(0, len(simple), per_row):
                 with gr.Row(equal_height=True):
-                    for p in paths[i:i + per_row]:
+                    for p in simple[i:i + per_row]:
                         components[p] = build_component(p)
+            for p in paths:
+                if is_source_list(p):  # a whole-width editor of its own
+                    components[p] = build_source_editor(p)
         sections.append(Section(col, paths))
 
     def blocks(paths: list[str]):
@@ -152,9 +179,14 @@ def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = ()
 
 @dataclass
 class SettingsForm:
-    """Every setting's component, in schema order, and the conversions between their values and a config."""
+    """Every setting's component, in schema order, and the conversions between their values and a config.
 
-    components: dict[str, gr.Component]
+    A setting is one component, except a list of reward sources, which is a RewardSourcesEditor of several
+    (one row per source). `inputs` lists them all flat; `pack` turns their values back into one value per
+    setting, the form `config_from_values` reads.
+    """
+
+    components: dict[str, gr.Component | RewardSourcesEditor]
     sections: list[Section] = field(default_factory=list)
 
     def __post_init__(self):
@@ -165,13 +197,44 @@ class SettingsForm:
 
     @property
     def inputs(self) -> list[gr.Component]:
-        return list(self.components.values())
+        out = []
+        for c in self.components.values():
+            out += c.inputs if isinstance(c, RewardSourcesEditor) else [c]
+        return out
+
+    @property
+    def outputs(self) -> list[gr.Component]:
+        """What `updates_from` fills: every input, plus the editors' rows and help."""
+        out = []
+        for c in self.components.values():
+            out += c.outputs if isinstance(c, RewardSourcesEditor) else [c]
+        return out
+
+    def pack(self, values: Sequence) -> list:
+        """Values of `inputs` -> one value per setting (in PATHS order)."""
+        values, out, i = list(values), [], 0
+        for c in self.components.values():
+            if isinstance(c, RewardSourcesEditor):
+                n = len(c.inputs)
+                out.append(reward_editor.sources_from_values(values[i:i + n]))
+                i += n
+            else:
+                out.append(values[i])
+                i += 1
+        if i != len(values):
+            raise ValueError(f"expected {i} values, got {len(values)}")
+        return out
 
     def config_from(self, values: Sequence) -> RunConfig:
-        return config_from_values(values)
+        """A RunConfig from the values of `inputs`; ConfigError lists every bad field."""
+        return config_from_values(self.pack(values))
 
-    def values_from(self, config: RunConfig) -> list:
-        return values_from_config(config)
+    def updates_from(self, config: RunConfig) -> list:
+        """Values for `outputs` that show `config`."""
+        out = []
+        for c, value in zip(self.components.values(), values_from_config(config)):
+            out += c.updates_for(value) if isinstance(c, RewardSourcesEditor) else [value]
+        return out
 
     def _mode_paths(self) -> list[str]:
         return [p for p in PATHS if modes_of(p)]
@@ -179,9 +242,13 @@ class SettingsForm:
     def _mode_sections(self) -> list[Section]:
         return [s for s in self.sections if any(modes_of(p) for p in s.paths)]
 
+    def _shown(self, path: str):
+        c = self.components[path]
+        return c.container if isinstance(c, RewardSourcesEditor) else c
+
     def mode_outputs(self) -> list:
         """The components and section blocks whose visibility depends on the training mode."""
-        return [self.components[p] for p in self._mode_paths()] + [s.container for s in self._mode_sections()]
+        return [self._shown(p) for p in self._mode_paths()] + [s.container for s in self._mode_sections()]
 
     def mode_updates(self, mode: str) -> list:
         """Visibility updates for `mode_outputs()`: only the settings that apply to `mode` are shown."""
@@ -190,10 +257,17 @@ class SettingsForm:
 
 
 def data_from_values(values: Sequence) -> tuple[dict, list[str]]:
-    """Component values (in PATHS order) -> (config data, errors for fields left empty)."""
+    """Values, one per setting (in PATHS order) -> (config data, errors for fields left empty or unreadable).
+
+    A reward-source list is a list of source dicts whose params may still be YAML text (the editor's rows)."""
+    data, errors, _ = _data_from_values(values)
+    return data, errors
+
+
+def _data_from_values(values: Sequence) -> tuple[dict, list[str], set[str]]:
     if len(values) != len(PATHS):
         raise ValueError(f"expected {len(PATHS)} values, got {len(values)}")
-    data, errors = {}, []
+    data, errors, bad_rows = {}, [], set()
     for path, value in zip(PATHS, values):
         ann = FIELDS[path].annotation
         if ann in (int, float):
@@ -204,24 +278,29 @@ def data_from_values(values: Sequence) -> tuple[dict, list[str]]:
                 value = int(value)
         elif ann is bool:
             value = bool(value)
+        elif is_source_list(path) and isinstance(value, (list, tuple)):
+            value, row_errors = reward_editor.parse_sources(value)
+            errors += row_errors
+            bad_rows |= {reward_editor.error_location(e) for e in row_errors}
         elif value is None:
             value = ""
         set_path(data, path, value)  # list settings stay as typed: the schema splits "a, b" itself
-    return data, errors
+    return data, errors, bad_rows
 
 
 def config_from_values(values: Sequence) -> RunConfig:
-    """Build and validate a RunConfig from component values; ConfigError lists every bad field."""
-    data, errors = data_from_values(values)
+    """Build and validate a RunConfig from one value per setting; ConfigError lists every bad field."""
+    data, errors, bad_rows = _data_from_values(values)
     try:
         config = build_config(data)
     except ConfigError as e:
-        errors += e.errors
+        errors += reward_editor.drop_repeated_errors(e.errors, bad_rows)
     if errors:
         raise ConfigError(errors)
     return config
 
 
 def values_from_config(config: RunConfig) -> list:
+    """One value per setting: what its component shows (a reward-source list: source dicts)."""
     data = config.model_dump()
     return [to_component_value(p, get_path(data, p)) for p in PATHS]

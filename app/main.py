@@ -1,4 +1,5 @@
-"""The web UI: a Train tab that starts runs and a Runs tab that follows them.
+"""The web UI: a Train tab that starts runs, a Runs tab that follows them, and a Reward playground that tries
+reward sources on a few completions before a run trains with them.
 
 The UI only starts runs, reads what their workers write to the store and asks them to stop; closing the
 browser or restarting the UI never stops a run. Per-browser state lives in gr.State; the store is shared.
@@ -15,7 +16,7 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import runs_tab, train_tab  # noqa: E402
+from app import chat_tab, label_tab, playground_tab, runs_tab, train_tab  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
 from backend.store import RunStore  # noqa: E402
 
@@ -41,6 +42,23 @@ CSS = """
 .wb-log { display: flex; flex-direction: column-reverse; overflow-y: auto; max-height: 320px;
   border: 1px solid var(--border-color-primary); border-radius: var(--radius-lg);
   background: var(--block-background-fill); }
+.wb-sources { gap: 6px; }
+.wb-source-row { padding: 8px 10px 4px 10px; border: 1px solid var(--border-color-primary);
+  border-radius: var(--radius-lg); background: var(--background-fill-secondary); gap: 4px !important; }
+.wb-help { font-size: 12px; line-height: 1.35; color: var(--body-text-color-subdued); padding: 0 4px 4px 4px; }
+.wb-help ul { margin: 2px 0 2px 1.2em; padding: 0; }
+.wb-help li { margin: 0; }
+.wb-help code { font-size: 11.5px; }
+.wb-help-error { color: #dc2626; font-weight: 600; margin-bottom: 2px; }
+.wb-help-ok { color: #16a34a; margin-bottom: 2px; }
+.wb-help-kind { color: var(--body-text-color); }
+.wb-help details summary { cursor: pointer; }
+.wb-kinds { font-size: 12px; color: var(--body-text-color-subdued); }
+.wb-kinds abbr { text-decoration: underline dotted; cursor: help; }
+.wb-prompts { margin: 0 0 0 1.4em; padding: 0; font-size: 13px; }
+.wb-prompts li { margin: 2px 0; }
+.wb-dim { color: var(--body-text-color-subdued); }
+.wb-intro p { color: var(--body-text-color-subdued); }
 .wb-log pre { margin: 0; padding: 8px 10px; font-family: var(--font-mono); font-size: 12px;
   white-space: pre-wrap; word-break: break-word; }
 """
@@ -64,13 +82,27 @@ def build_app(workspace: str | Path) -> gr.Blocks:
                 train = train_tab.build(store, timer, view)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs = runs_tab.build(store, timer, view)
+            with gr.Tab("Reward playground", id="playground", elem_id="tab-playground"):
+                play = playground_tab.build(store, train.sources)
+            with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:
+                chat = chat_tab.build(store, train.sources)
+            with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling"):
+                fields = train.form.components
+                label = label_tab.build(store, timer, {k: fields[k] for k in ("mode", "dataset", "model")}, tabs)
 
         train.start_event.then(lambda run_id: runs_tab.follow(store, run_id), train.started, [runs.select, tabs],
                                show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         demo.load(preview_fn, **preview_io, show_progress="hidden")
+        prompts_fn, prompts_io = play.load
+        demo.load(prompts_fn, **prompts_io, show_progress="hidden")
+        chat_fn, chat_io = chat.load
+        demo.load(chat_fn, **chat_io, show_progress="hidden")
+        chat_page.select(chat_fn, **chat_io, show_progress="hidden")  # runs finished since: new choices
         demo.load(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
+        label_fn, label_io = label.load
+        demo.load(label_fn, **label_io, show_progress="hidden")
     return demo
 
 
@@ -79,5 +111,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
     demo = build_app(workspace)
     demo.queue(default_concurrency_limit=4)
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,
-                       theme=theme(), css=CSS, ssr_mode=False, show_error=False, footer_links=["settings"],
-                       max_file_size="500mb", quiet=False)
+                       theme=theme(), css=CSS + label_tab.CSS, ssr_mode=False, show_error=False,
+                       footer_links=["settings"], js=label_tab.KEYBOARD_JS,
+                       max_file_size="500mb", quiet=False,
+                       allowed_paths=[str(Path(workspace).resolve() / "exports")])  # export downloads

@@ -55,8 +55,11 @@ def add_rows(series: Series, rows: Iterable[dict]) -> Series:
 
 
 def metric_order(names: Iterable[str]) -> list[str]:
+    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), then the rest as logged."""
     names = list(names)
-    return [n for n in FIRST if n in names] + [n for n in names if n not in FIRST]
+    first = [n for n in FIRST if n in names]
+    first += [n for n in names if n.startswith("rewards/") and n.endswith("/mean") and n not in first]
+    return first + [n for n in names if n not in first]
 
 
 def _thin(xs: list, ys: list, limit: int) -> tuple[list, list]:

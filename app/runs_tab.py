@@ -1,9 +1,10 @@
 """The Runs tab: every run in the store, and for the selected one its progress, live metric plots, log,
-error and adapter.
+error and adapter; for RL runs also live samples (prompt, completion, each reward source's score).
 
 Live updates come from a gr.Timer. Each browser session keeps a RunView in gr.State: the metric series
-fetched so far and the last metric id, so a poll reads only newer rows (`store.metrics_since`), and what
-it last sent to each component, so unchanged components are skipped instead of re-sent.
+and samples fetched so far and the last id of each, so a poll reads only newer rows (`store.metrics_since`,
+`store.samples_since`), and what it last sent to each component, so unchanged components are skipped
+instead of re-sent.
 """
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app.formatting import RUN_COLUMNS, progress_html, run_choices, run_table_rows
+from app import export_panel
+from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_choices, run_table_rows,
+                            sample_sources, sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
 from backend import jobs
-from backend.config import to_yaml
+from backend.config import RL_MODES, to_yaml
 from backend.store import Run, RunStore
 
 LOG_LINES = 40
 LOG_SETTLE_S = 10.0
+SAMPLES_KEPT = 2000  # per session and run: the newest samples, enough for the table and its step filter
 _SHARED_KEYS = ("table", "choices")  # not tied to the selected run: kept when the selection changes
 
 
@@ -32,6 +36,9 @@ class RunView:
     run_id: str | None = None
     last_id: int = 0
     series: Series = field(default_factory=dict)
+    last_sample_id: int = 0
+    samples: list[dict] = field(default_factory=list)
+    sample_step: str = ALL_STEPS  # the samples table's step filter
     shown: dict = field(default_factory=dict)
 
     def changed(self, key: str, value) -> bool:
@@ -67,6 +74,20 @@ def _error_markdown(run: Run) -> str:
     return f"**Error**\n\n```text\n{run.error}\n```" if run.error else ""
 
 
+def configured_sources(run: Run) -> list[str]:
+    """The metric names of a run's reward sources (none for a config another schema version stored)."""
+    from backend.rewards.spec import source_names
+
+    try:
+        return source_names(run.config.reward_sources or [])
+    except (ValueError, AttributeError):
+        return []
+
+
+def samples_frame(rows: list[list], sources: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *sources, "total"])
+
+
 def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     table = gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
                          elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
@@ -76,6 +97,14 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     progress = gr.HTML(progress_html(None), elem_id="progress")
     error = gr.Markdown("", visible=False, elem_id="run-error")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
+    with gr.Column(visible=False, elem_id="samples") as samples_box:
+        with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+            gr.Markdown("**Samples**: what the policy wrote at logging steps and how each reward source scored "
+                        "it", elem_classes=["wb-section"], scale=4)
+            samples_step = gr.Dropdown(label="Step", choices=[("all steps (newest first)", ALL_STEPS)],
+                                       value=ALL_STEPS, elem_id="samples-step", scale=0, min_width=260)
+        samples_table = gr.Dataframe(samples_frame([], []), interactive=False, wrap=True, max_height=420,
+                                     elem_id="samples-table", show_label=False)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             gr.Markdown("**Log** (last lines)", elem_classes=["wb-section"])
@@ -85,8 +114,31 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                                  buttons=["copy"], placeholder="written when the run ends")
             with gr.Accordion("Run config", open=False):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
+            export_panel.build(store, select)
 
-    outputs = [table, select, progress, plot, log_tail, error, adapter, config, view]
+    outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
+               samples_table, view]
+
+    def render_samples(v: RunView, run: Run | None) -> list:
+        """Values for samples_box, samples_step and samples_table (read only samples newer than the last)."""
+        if run is None or run.mode not in RL_MODES:
+            return [gr.update(visible=False) if v.changed("samples_box", False) else gr.skip(), gr.skip(),
+                    gr.skip()]
+        new = store.samples_since(run.id, v.last_sample_id)
+        if new:
+            v.samples = (v.samples + new)[-SAMPLES_KEPT:]
+            v.last_sample_id = new[-1]["id"]
+        box = gr.update(visible=True) if v.changed("samples_box", True) else gr.skip()
+        steps = sample_step_choices(v.samples)
+        if v.sample_step not in {value for _, value in steps}:
+            v.sample_step = ALL_STEPS
+        step_key = (tuple(steps), v.sample_step)
+        step_out = gr.update(choices=steps, value=v.sample_step) if v.changed("sample_steps", step_key) else gr.skip()
+        sources = sample_sources(v.samples, configured_sources(run))
+        if not v.changed("samples_table", (v.last_sample_id, v.sample_step, tuple(sources))):
+            return [box, step_out, gr.skip()]
+        frame = samples_frame(sample_table_rows(v.samples, sources, v.sample_step), sources)
+        return [box, step_out, gr.update(value=frame, column_widths=score_table_widths(len(sources), step_column=True))]
 
     def render(v: RunView):
         """Values for `outputs`, with gr.skip() wherever the page already shows the same thing."""
@@ -103,7 +155,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                     "", ""]
             rest = [value if v.changed(key, "none") else gr.skip() for key, value in
                     zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
-            return [table_out, select_out, *rest, v]
+            return [table_out, select_out, *rest, *render_samples(v, None), v]
         new = store.metrics_since(run.id, v.last_id)
         if new:
             add_rows(v.series, new)
@@ -122,6 +174,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                 gr.update(value=err, visible=bool(err)) if v.changed("error", err) else gr.skip(),
                 (run.adapter_path or "") if v.changed("adapter", run.adapter_path or "") else gr.skip(),
                 cfg if v.changed("config", cfg) else gr.skip(),
+                *render_samples(v, run),
                 v]
 
     def on_tick(v: RunView):
@@ -130,6 +183,10 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
 
     def on_select(run_id, v: RunView):
         return render(v.select(run_id or None))
+
+    def on_sample_step(step, v: RunView):
+        v.sample_step = step or ALL_STEPS
+        return render(v)
 
     def on_table_select(evt: gr.SelectData):
         row = evt.row_value or []
@@ -147,6 +204,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     timer.tick(on_tick, view, outputs, show_progress="hidden")
     select.change(on_select, [select, view], outputs, show_progress="hidden")
     table.select(on_table_select, None, select)
+    samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
     stop.click(on_stop, view, outputs)
     return RunsTab(select=select, outputs=outputs, render=render)
 

@@ -5,6 +5,7 @@ session started lives in its own gr.State (TrainSession); the run store is the o
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -16,8 +17,9 @@ import pandas as pd
 
 from app import forms
 from app.formatting import cli_command, error_markdown, progress_html
+from app.reward_editor import RewardSourcesEditor
 from backend import jobs
-from backend.config import ConfigError, build_config, choices, load_config, to_yaml
+from backend.config import ConfigError, RunConfig, choices, load_config, to_yaml
 from backend.modes import available_modes
 from backend.store import RunStore, default_workspace
 
@@ -45,6 +47,7 @@ class TrainTab:
     refresh_outputs: list
     refresh: object  # fn() -> values for refresh_outputs (model, dataset and preset choices)
     preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
+    sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
 
 
 # ---- choices ----
@@ -73,6 +76,10 @@ def dataset_choices(store: RunStore) -> list[tuple[str, str]]:
                 out.setdefault(str(f), f"{f.name} (uploaded)")
     for run in store.list_runs():
         out.setdefault(run.config.dataset, run.config.dataset)
+    from backend.labeling import dataset_choices as labeling_sessions
+
+    for label, value in labeling_sessions(store):  # labels:<session id>, exported for the chosen mode
+        out[value] = label
     return [(label, value) for value, label in out.items()]
 
 
@@ -93,13 +100,24 @@ def save_preset(workspace: Path, name: str, config) -> Path:
     return path
 
 
-def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
-    """When `dataset` is a built-in set that `mode` cannot train on, the first built-in set it can."""
-    from backend.data import BUILTIN_DATASETS, preview
+@functools.cache
+def _builtin_trains(name: str, mode: str) -> bool:
+    from backend.data import preview
 
-    if dataset not in BUILTIN_DATASETS or preview(dataset, mode, workspace, n=1)[2] is None:
+    return preview(name, mode, None, n=1)[2] is None
+
+
+def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
+    """When `dataset` is a built-in set that `mode` cannot train on, the built-in set made for it: of those
+    it can train on, the one fewest other modes can (GRPO could use an SFT prompt/completion set, but the
+    math set is the one with answers to reward)."""
+    from backend.data import BUILTIN_DATASETS
+
+    if dataset not in BUILTIN_DATASETS or _builtin_trains(dataset, mode):
         return None
-    return next((name for name in BUILTIN_DATASETS if preview(name, mode, workspace, n=1)[2] is None), None)
+    usable = [name for name in BUILTIN_DATASETS if _builtin_trains(name, mode)]
+    modes = choices(forms.FIELDS["mode"])
+    return min(usable, key=lambda name: sum(_builtin_trains(name, m) for m in modes), default=None)
 
 
 def format_text(info, error: str | None, mode: str) -> str:
@@ -186,7 +204,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     def on_start(sess: TrainSession, *values):
         try:
-            config = forms.config_from_values(values)
+            config = form.config_from(values)
             run = jobs.submit_run(store, config)
         except ConfigError as e:
             errors = e.errors + source_errors(values, e.errors)
@@ -203,12 +221,13 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     def source_errors(values, errors: list[str]) -> list[str]:
         """When other settings are wrong, still check the model and dataset, so one click lists every
         problem (submit_run checks them only once the settings are valid)."""
-        data, _ = forms.data_from_values(values)
+        data, _ = forms.data_from_values(form.pack(values))
         sources = {k: data[k] for k in ("model", "dataset", "mode")}
         if any(line.split(":", 1)[0] in sources for line in errors):
             return []
         try:
-            jobs.preflight(build_config(sources), workspace)
+            # only these three are read, and an RL mode alone would not validate (it needs reward sources)
+            jobs.preflight(RunConfig.model_construct(**sources), workspace)
         except ConfigError as e:
             return e.errors
         except Exception:  # the real start reports these; this is only a courtesy
@@ -252,14 +271,14 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     def on_cli(*values):
         try:
-            config = forms.config_from_values(values)
+            config = form.config_from(values)
         except ConfigError as e:
             return gr.skip(), error_markdown(e.errors, "Cannot build the command")
         return gr.update(value=cli_command(config, shown_ws), visible=True), ""
 
     def on_save(name, *values):
         try:
-            path = save_preset(workspace, name, forms.config_from_values(values))
+            path = save_preset(workspace, name, form.config_from(values))
         except ConfigError as e:
             return gr.skip(), error_markdown(e.errors, "Cannot save the preset")
         gr.Info(f"Saved preset {path.stem}")
@@ -268,12 +287,12 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     def on_load(path):
         if not path:
-            return [gr.skip()] * len(form.inputs) + ["Choose a preset to load."]
+            return [gr.skip()] * len(form.outputs) + ["Choose a preset to load."]
         try:
             config = load_config(path)
         except ConfigError as e:
-            return [gr.skip()] * len(form.inputs) + [error_markdown(e.errors, "Cannot load the preset")]
-        return [*form.values_from(config), f"Loaded preset **{Path(path).stem}**."]
+            return [gr.skip()] * len(form.outputs) + [error_markdown(e.errors, "Cannot load the preset")]
+        return [*form.updates_from(config), f"Loaded preset **{Path(path).stem}**."]
 
     def refresh():
         return (gr.update(choices=model_choices(store)), gr.update(choices=dataset_choices(store)),
@@ -293,7 +312,8 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
     show_cli.click(on_cli, form.inputs, [cli, message])
     save_btn.click(on_save, [preset_name, *form.inputs], [preset, message])
-    load_btn.click(on_load, preset, [*form.inputs, message])
+    load_btn.click(on_load, preset, [*form.outputs, message])
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
-                    preview=(on_preview, preview_io))
+                    preview=(on_preview, preview_io),
+                    sources=next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor)))

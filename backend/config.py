@@ -98,10 +98,11 @@ class KTOSettings(_Section):
 
 
 class RLSettings(_Section):
-    num_generations: int = Field(2, ge=2, le=1024, title="Completions per prompt",
-                                 description="Completions sampled for each prompt and scored against each other. "
-                                             "The batch size counts completions: batch size × gradient "
-                                             "accumulation × processes must be a multiple of this.",
+    num_generations: int = Field(2, ge=1, le=1024, title="Completions per prompt",
+                                 description="Completions sampled for each prompt (GRPO / RLOO: at least 2, scored "
+                                             "against each other; PPO: 1 is enough). The batch size counts "
+                                             "completions: batch size × gradient accumulation × processes must "
+                                             "be a multiple of this.",
                                  json_schema_extra=_meta(modes=list(RL_MODES)))
     max_completion_length: int = Field(64, ge=1, le=1_000_000, title="Max completion length",
                                        description="Tokens generated per completion; generation dominates the "
@@ -115,13 +116,80 @@ class RLSettings(_Section):
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",
-                        json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+                        json_schema_extra=_meta("advanced", modes=["grpo", "rloo"]))
     loss_type: Literal[GRPO_LOSSES] = Field(
         "dapo", title="GRPO loss",
         description="How token losses are averaged. dapo: over the tokens of the whole batch (no length bias); "
                     "grpo: per sequence (favours short correct answers); dr_grpo: by a constant; "
                     "bnpo: over the local batch; cispo / sapo: softer clipping.",
         json_schema_extra=_meta("advanced", modes=["grpo"]))
+
+
+class PPOSettings(_Section):
+    gamma: float = Field(1.0, ge=0, le=1, title="Discount (gamma)",
+                         description="Discount of later rewards within a completion; 1 counts the final score fully "
+                                     "at every token (usual for language).",
+                         json_schema_extra=_meta("advanced", modes=["ppo"]))
+    lam: float = Field(0.95, ge=0, le=1, title="GAE lambda",
+                       description="Generalised advantage estimation: 1 uses the actual returns (more variance), "
+                                   "0 trusts the value model's estimate (more bias).",
+                       json_schema_extra=_meta("advanced", modes=["ppo"]))
+    cliprange: float = Field(0.2, gt=0, le=10, title="Policy clip range",
+                             description="How far the probability ratio to the sampling policy may move before "
+                                         "the loss stops rewarding it. Typical 0.1 to 0.3.",
+                             json_schema_extra=_meta("advanced", modes=["ppo"]))
+    cliprange_value: float = Field(0.2, gt=0, le=1000, title="Value clip range",
+                                   description="How far a value estimate may move from the rollout's per update.",
+                                   json_schema_extra=_meta("advanced", modes=["ppo"]))
+    vf_coef: float = Field(0.1, ge=0, le=100, title="Value loss weight",
+                           description="Weight of the value model's loss next to the policy loss.",
+                           json_schema_extra=_meta("advanced", modes=["ppo"]))
+    num_ppo_epochs: int = Field(4, ge=1, le=100, title="PPO epochs",
+                                description="Passes over each rollout batch; one training step is one rollout and "
+                                            "its PPO epochs.", json_schema_extra=_meta(modes=["ppo"]))
+    num_mini_batches: int = Field(1, ge=1, le=4096, title="Minibatches",
+                                  description="Optimizer steps per PPO epoch. The rollout batch is batch size × "
+                                              "gradient accumulation × minibatches completions per process.",
+                                  json_schema_extra=_meta("advanced", modes=["ppo"]))
+    kl_coef: float = Field(0.05, ge=0, le=100, title="KL coefficient",
+                           description="Penalty per token for moving away from the reference (the model without "
+                                       "the adapter). 0.01 to 0.2; the starting value when adaptive.",
+                           json_schema_extra=_meta(modes=["ppo"]))
+    adaptive_kl: bool = Field(False, title="Adaptive KL",
+                              description="Raise or lower the KL coefficient after each rollout to keep the KL near "
+                                          "the target (Ziegler et al. 2019).",
+                              json_schema_extra=_meta("advanced", modes=["ppo"]))
+    target_kl: float = Field(6.0, gt=0, le=1000, title="Target KL",
+                             description="With adaptive KL: the KL per completion (nats) to stay near.",
+                             json_schema_extra=_meta("advanced", modes=["ppo"]))
+    horizon: int = Field(10000, ge=1, le=100_000_000, title="KL horizon",
+                         description="With adaptive KL: completions over which the coefficient may change by at "
+                                     "most 20%; smaller adapts faster.",
+                         json_schema_extra=_meta("advanced", modes=["ppo"]))
+    whiten_rewards: bool = Field(False, title="Whiten rewards",
+                                 description="Scale the per-token rewards of each rollout to unit variance (helps "
+                                             "when scores are large or drift).",
+                                 json_schema_extra=_meta("advanced", modes=["ppo"]))
+    value_model: Literal["separate", "shared"] = Field(
+        "separate", title="Value model",
+        description="separate: a second copy of the model with its own adapter and a value head (stabler, twice "
+                    "the memory); shared: a value head on the policy's own backbone (less memory, the value loss "
+                    "also trains the policy's adapter).",
+        json_schema_extra=_meta("advanced", modes=["ppo"]))
+    value_init_run: str = Field("", max_length=1000, title="Value model from reward model",
+                                description="Empty: a fresh value head. Or the id of a finished rm run (or a reward "
+                                            "model folder) on the same base model to start the value model from "
+                                            "(separate value model only).",
+                                json_schema_extra=_meta("advanced", modes=["ppo"]))
+    missing_eos_penalty: float = Field(0.0, ge=0, le=1000, title="Missing-EOS penalty",
+                                       description="Subtracted from the score of completions cut off at the max "
+                                                   "completion length; 0 disables it.",
+                                       json_schema_extra=_meta("advanced", modes=["ppo"]))
+
+    @field_validator("value_init_run", mode="before")
+    @classmethod
+    def _strip(cls, v):
+        return v.strip() if isinstance(v, str) else v
 
 
 class RunConfig(_Section):
@@ -194,6 +262,7 @@ class RunConfig(_Section):
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
+    ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
     reward_sources: RewardSourceList = Field(
         default_factory=list, title="Reward sources",
         description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
@@ -217,7 +286,12 @@ class RunConfig(_Section):
         if self.mode in RL_MODES and not self.reward_sources:
             raise ValueError(f"reward_sources: {self.mode.upper()} learns from rewards; add at least one source "
                              "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
-        if self.mode in RL_MODES:
+        if self.mode in ("grpo", "rloo") and self.rl.num_generations < 2:
+            raise ValueError(f"rl.num_generations: {self.mode.upper()} compares completions of the same prompt, "
+                             "so it needs at least 2 per prompt")
+        if self.mode == "ppo":
+            self._check_ppo()
+        if self.mode in ("grpo", "rloo"):
             per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
             if per_step % self.rl.num_generations:
                 raise ValueError(
@@ -232,6 +306,23 @@ class RunConfig(_Section):
                              "examples of a batch, so the batch size must be at least 2 (or use "
                              "kto.loss_type apo_zero_unpaired)")
         return self
+
+    def _check_ppo(self) -> None:
+        p, rl = self.ppo, self.rl
+        rollout = self.per_device_train_batch_size * self.gradient_accumulation_steps * p.num_mini_batches
+        if rollout % rl.num_generations:
+            raise ValueError(
+                f"rl.num_generations: PPO samples {rl.num_generations} completions per prompt, and each rollout "
+                f"batch (batch size × gradient accumulation × ppo.num_mini_batches = "
+                f"{self.per_device_train_batch_size} × {self.gradient_accumulation_steps} × {p.num_mini_batches} = "
+                f"{rollout} completions per process) must hold whole groups of them; make that product a multiple "
+                f"of {rl.num_generations} or change rl.num_generations")
+        if p.value_init_run and p.value_model == "shared":
+            raise ValueError("ppo.value_init_run: a reward model brings its own backbone, so it can only start a "
+                             "separate value model; set ppo.value_model to separate or clear ppo.value_init_run")
+        if p.adaptive_kl and p.kl_coef == 0:
+            raise ValueError("ppo.kl_coef: adaptive KL scales the coefficient up and down from its starting value, "
+                             "which cannot be 0; start it above 0 (e.g. 0.05) or turn ppo.adaptive_kl off")
 
 
 # ---- field paths: one list of names, derived from the schema ----

@@ -23,7 +23,9 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-preference": DATA_DIR / "preference.jsonl",  # rm, dpo (built by presets/data/build_demo_sets.py)
     "demo-kto": DATA_DIR / "kto.jsonl",
     "demo-math": DATA_DIR / "math.jsonl",  # grpo, rloo: prompt + answer
+    "demo-prompts": DATA_DIR / "prompts.jsonl",  # varied prompts to label answers to (also grpo, rloo)
 }
+LABELS_PREFIX = "labels:"  # labels:<session id>: a labeling session, exported for the run's mode
 
 _PREF = [("preference", ["prompt", "chosen", "rejected"])]
 _PROMPT_ONLY = [("prompt_only", ["prompt"])]
@@ -253,12 +255,19 @@ def _find_path(spec: str, workspace: Path | None) -> Path | None:
     return next((c for c in [b / given for b in bases] + [given] if c.exists()), None)
 
 
-def _load(spec: str, workspace: Path | None) -> tuple[datasets.Dataset, str]:
+def _load(spec: str, workspace: Path | None, mode: str | None = None) -> tuple[datasets.Dataset, str]:
     """The dataset and the name that messages call it by."""
     spec = (spec or "").strip()
     if not spec:
         raise DatasetError(f"no dataset given; choose a file or one of the {_builtins_hint()}")
-    if spec in BUILTIN_DATASETS:
+    if spec.startswith(LABELS_PREFIX):
+        from backend.labeling import LabelError, labels_dataset
+
+        try:
+            ds, source = labels_dataset(spec, workspace, mode), spec
+        except LabelError as e:
+            raise DatasetError(str(e)) from None
+    elif spec in BUILTIN_DATASETS:
         ds, source = _read_file(BUILTIN_DATASETS[spec], spec), spec
     elif (path := _find_path(spec, workspace)) is not None:
         source = path.name
@@ -388,7 +397,7 @@ def validate_rows(ds: datasets.Dataset, info: FormatInfo, mode: str, source: str
 def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tuple[datasets.Dataset, FormatInfo]:
     """Load, detect and validate. SFT keeps only the format's columns (SFTTrainer trips over extras);
     other modes keep every column (GRPO hands extra columns to reward functions)."""
-    ds, source = _load(spec, workspace)
+    ds, source = _load(spec, workspace, mode)
     info = detect_format(ds, mode, source)
     validate_rows(ds, info, mode, source)
     if mode == "sft":
@@ -419,7 +428,7 @@ def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int 
     import pandas as pd
 
     try:
-        ds, source = _load(spec, workspace)
+        ds, source = _load(spec, workspace, mode)
     except DatasetError as e:
         return pd.DataFrame(), None, str(e)
     except Exception as e:  # the UI must show something rather than a traceback

@@ -10,6 +10,7 @@ _MODULES = {
     "rm": "backend.modes.rm",
     "dpo": "backend.modes.dpo",
     "kto": "backend.modes.kto",
+    "ppo": "backend.modes.ppo",
     "grpo": "backend.modes.grpo",
     "rloo": "backend.modes.rloo",
 }

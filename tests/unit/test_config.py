@@ -39,11 +39,15 @@ def test_unknown_settings_suggest_the_right_name():
     assert errors_of({"learning_rat": 1e-4}) == ["learning_rat: unknown setting; did you mean 'learning_rate'?"]
 
 
-def test_modes_not_built_yet_are_refused_with_the_available_ones():
-    (err,) = errors_of({"mode": "ppo"})
-    assert "mode 'ppo' is not available yet" in err and "sft" in err
+def test_every_mode_of_the_schema_has_a_module_and_unknown_modes_are_refused():
+    from backend.config import ALL_MODES
+    from backend.modes import available_modes, mode_module
+
+    assert set(available_modes()) == set(ALL_MODES)
+    for mode in ALL_MODES:
+        assert callable(mode_module(mode).build_trainer), mode
     (err,) = errors_of({"mode": "magic"})
-    assert err.startswith("mode:")
+    assert err.startswith("mode:") and "'sft'" in err
 
 
 def test_set_overrides_follow_the_schema_types():

@@ -58,7 +58,8 @@ def test_conversational_prompt_completion_is_detected(workspace):
     assert info.name == "prompt_completion" and info.conversational
 
 
-BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"]}
+BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"],
+                 "demo-prompts": ["grpo", "rloo"]}
 
 
 @pytest.mark.parametrize("name", list(BUILTIN_DATASETS))

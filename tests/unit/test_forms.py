@@ -2,7 +2,8 @@
 import gradio as gr
 import pytest
 
-from app import forms
+from app import forms, reward_editor
+from app.reward_editor import RewardSourcesEditor
 from backend.config import ConfigError, RunConfig, build_config, choices, field_paths
 
 
@@ -12,6 +13,12 @@ def form():
         components = {}
         sections = forms.build_settings(components)
     return forms.SettingsForm(components, sections)
+
+
+def block_of(form, path):
+    """What shows a setting on the page: its component, or an editor's container."""
+    c = form.components[path]
+    return c.container if isinstance(c, RewardSourcesEditor) else c
 
 
 def inside_accordion(component) -> bool:
@@ -37,6 +44,9 @@ def test_a_form_missing_a_setting_is_refused():
 def test_components_follow_the_field_types_labels_and_help(form):
     for path, info in field_paths():
         comp = form.components[path]
+        if forms.is_source_list(path):  # a list of reward sources: an editor with a row per source
+            assert isinstance(comp, RewardSourcesEditor) and comp.container.elem_id == "reward-sources"
+            continue
         assert comp.label == info.title and comp.info == info.description, path
         assert comp.elem_id == path.replace(".", "-")
         if choices(info):
@@ -61,14 +71,16 @@ def test_numbers_carry_the_schema_range(form):
 def test_advanced_settings_are_folded_away_and_basic_ones_are_not(form):
     for path, info in field_paths():
         expected = info.json_schema_extra["group"] == "advanced"
-        assert inside_accordion(form.components[path]) == expected, path
+        assert inside_accordion(block_of(form, path)) == expected, path
     accordions = {form.components[p].parent for p in ("seed", "precision")}
     assert all(a.open is False for a in accordions if isinstance(a, gr.Accordion))
 
 
 def test_components_start_at_the_schema_defaults(form):
     defaults = forms.values_from_config(build_config({}))
-    assert [c.value for c in form.inputs] == defaults
+    flat = [v for path, value in zip(forms.PATHS, defaults)
+            for v in (reward_editor.values_for(value) if forms.is_source_list(path) else [value])]
+    assert [c.value for c in form.inputs] == flat
 
 
 def test_values_round_trip_through_a_config():
@@ -109,12 +121,12 @@ def test_mode_specific_settings_show_only_for_their_modes(form):
     mode_paths = [p for p, info in field_paths() if info.json_schema_extra.get("modes")]
     assert mode_paths, "the schema has settings for one mode only"
     outputs = form.mode_outputs()
-    assert all(form.components[p] in outputs for p in mode_paths)
+    assert all(block_of(form, p) in outputs for p in mode_paths)
     assert form.components["lora.r"] not in outputs
     for mode in choices(forms.FIELDS["mode"]):
         updates = dict(zip(map(id, outputs), form.mode_updates(mode)))
         for path in mode_paths:
-            assert updates[id(form.components[path])]["visible"] == (mode in forms.modes_of(path)), (mode, path)
+            assert updates[id(block_of(form, path))]["visible"] == (mode in forms.modes_of(path)), (mode, path)
 
 
 def test_a_section_of_settings_for_other_modes_is_hidden_whole(form):

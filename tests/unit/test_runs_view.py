@@ -10,7 +10,8 @@ from backend.config import build_config
 from backend.store import RunStore
 
 SKIP = gr.skip()
-NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "view"]
+NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "samples_box", "samples_step",
+         "samples_table", "view"]
 
 
 @pytest.fixture
@@ -80,3 +81,58 @@ def test_a_fresh_page_follows_the_active_run_else_the_newest(store):
     store.create_run(build_config({"name": "new"}))
     store.finish_run(store.list_runs()[0].id, "stopped")
     assert runs_tab.default_selection(store.list_runs()) == old.id
+
+
+def grpo_run(store):
+    run = store.create_run(build_config({
+        "name": "rl", "mode": "grpo", "dataset": "demo-math",
+        "reward_sources": [{"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
+                           {"type": "regex", "params": {"pattern": "<answer>"}}]}))
+    store.update_run(run.id, status="running", started_at=time.time())
+    return run
+
+
+def sample(step, text, correct):
+    return {"prompt": "2 + 2?", "completion": text, "rewards": {"correct": correct, "regex": 1.0},
+            "total": correct + 1.0}
+
+
+def test_an_rl_run_shows_its_samples_with_a_column_per_source(store, render):
+    run = grpo_run(store)
+    store.add_samples(run.id, 1, [sample(1, "<answer>4</answer>", 1.0), sample(1, "<answer>5</answer>", 0.0)])
+    out = render(RunView().select(run.id))
+    assert out["samples_box"]["visible"] is True
+    table = out["samples_table"]["value"]
+    assert list(table.columns) == ["step", "prompt", "completion", "correct", "regex", "total"]
+    assert table.values.tolist()[0] == [1, "2 + 2?", "<answer>5</answer>", "0", "1", "1"]  # newest first
+
+
+def test_a_poll_reads_only_samples_newer_than_the_last_one(store, render, monkeypatch):
+    run = grpo_run(store)
+    store.add_samples(run.id, 1, [sample(1, "a", 1.0)])
+    view = render(RunView().select(run.id))["view"]
+    seen = []
+    real = store.samples_since
+    monkeypatch.setattr(store, "samples_since", lambda rid, after=0: seen.append(after) or real(rid, after))
+    last = view.last_sample_id
+    assert render(view)["samples_table"] == SKIP  # nothing new: nothing sent
+    store.add_samples(run.id, 2, [sample(2, "b", 0.0)])
+    out = render(view)
+    assert seen == [last, last]  # each poll asks only for samples after the last one fetched
+    assert out["samples_table"]["value"]["completion"].tolist() == ["b", "a"]
+    assert [value for _, value in out["samples_step"]["choices"]] == ["all", "2", "1"]
+
+
+def test_the_step_filter_shows_one_step(store, render):
+    run = grpo_run(store)
+    store.add_samples(run.id, 1, [sample(1, "a", 1.0)])
+    store.add_samples(run.id, 2, [sample(2, "b", 0.0)])
+    view = render(RunView().select(run.id))["view"]
+    view.sample_step = "1"
+    assert render(view)["samples_table"]["value"]["completion"].tolist() == ["a"]
+
+
+def test_runs_of_other_modes_hide_the_samples(store, render):
+    run = finished_run(store, loss=[1.0])
+    out = render(RunView().select(run.id))
+    assert out["samples_box"]["visible"] is False

@@ -1,0 +1,336 @@
+"""The Chat tab: two models side by side (base, base + a run's adapter, a merged export), the same prompts to
+both, answers streamed token by token, a multi-turn history per side, and the reward sources' scores for the
+last two answers.
+
+The logic is in backend/chat.py: its model cache holds the two selected models (a selection change releases
+the others) and `stream_replies` runs both generations in threads. The Send handler is a generator that Gradio
+iterates on a worker thread, so streaming never blocks the page or the other tabs. Each browser session keeps
+its conversations in a gr.State (ChatSession).
+"""
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass, field
+
+import gradio as gr
+import yaml
+
+from app.formatting import error_markdown
+from backend import chat
+from backend.chat import ChatError, ChatModel, Sampling
+from backend.store import RunStore
+
+log = logging.getLogger(__name__)
+SIDES = ("A", "B")
+DEFAULT_SOURCES = """\
+# Reward sources: a YAML list, as under reward_sources in a run config
+- type: length
+  params: {target: 30, unit: words, tolerance: 1.0}
+- type: repetition
+  params: {n: 3}
+- type: blocklist
+  weight: 1.0
+  params: {keywords: [idiot, stupid]}
+"""
+COLUMNS_HELP = ("For sources that read a dataset column (exact_match, numeric_match, embedding_similarity): its "
+                "value for this prompt, as YAML, e.g. `answer: 42`.")
+
+
+@dataclass
+class ChatSession:
+    """Per browser session: each side's conversation (plain {role, content} messages) and, for scoring, the
+    messages each side's last answer replied to."""
+
+    histories: list[list[dict]] = field(default_factory=lambda: [[], []])
+    asked: list[list[dict] | None] = field(default_factory=lambda: [None, None])
+    labels: list[str] = field(default_factory=lambda: ["", ""])
+
+    def clear(self, side: int | None = None) -> ChatSession:
+        for s in (range(2) if side is None else [side]):
+            self.histories[s], self.asked[s] = [], None
+        return self
+
+
+@dataclass
+class ChatTab:
+    load: tuple  # (fn, {inputs, outputs}): fills the model and run choices, for the page's load and tab select
+
+
+def shown(history: list[dict], busy: bool = False) -> list[dict]:
+    """What a Chatbot shows: the messages, with a placeholder while an answer has no text yet."""
+    out = [dict(m) for m in history]
+    if out and out[-1]["role"] == "assistant" and not out[-1]["content"].strip():
+        out[-1]["content"] = "…" if busy else "*(an empty answer)*"
+    return out
+
+
+def reply_stats(label: str, r: chat.Reply | None) -> str:
+    if r is None:
+        return ""
+    if r.error:
+        return f"**{label}** failed: {html.escape(r.error)}"
+    state = "done" if r.done else "writing"
+    return f"**{label}** {state}: {r.tokens} tokens, {r.tokens_per_second:.1f} tokens/s"
+
+
+def sources_yaml(configs) -> str:
+    return yaml.safe_dump([{"type": c.type, **c.model_dump(exclude_defaults=True)} for c in configs],
+                          sort_keys=False, default_flow_style=None, width=100)
+
+
+def parse_sources(text: str) -> tuple[list, list[str]]:
+    from backend.config import ConfigError, build_config
+
+    try:
+        configs = build_config({"reward_sources": text or ""}).reward_sources
+    except ConfigError as e:
+        return [], e.errors
+    if not configs:
+        return [], ["no reward sources: give at least one (a YAML list of {type, name, weight, params})"]
+    return configs, []
+
+
+def parse_columns(text: str) -> dict:
+    if not (text or "").strip():
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ChatError(f"dataset columns: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if not isinstance(data, dict):
+        raise ChatError("dataset columns: give a YAML mapping, e.g. `answer: 42`")
+    return {str(k): v for k, v in data.items()}
+
+
+def scores_markdown(result: dict, labels: list[str], weights: list[float]) -> str:
+    def cell(v):
+        return "–" if v is None else f"{v:.4g}"
+
+    head = "| source | weight | " + " | ".join(html.escape(x) for x in labels) + " |"
+    lines = [head, "|---|---:|" + "---:|" * len(labels)]
+    for (name, scores), w in zip(result["sources"].items(), weights):
+        lines.append(f"| {name} | {w:g} | " + " | ".join(cell(s) for s in scores) + " |")
+    lines.append("| **total** | | " + " | ".join(f"**{cell(t)}**" for t in result["total"]) + " |")
+    return "\n".join(lines)
+
+
+def run_source_choices(store: RunStore) -> list[tuple[str, str]]:
+    return [(f"{r.name} · {r.mode} run {r.id}", r.id) for r in store.list_runs()
+            if getattr(r.config, "reward_sources", None)]
+
+
+def build(store: RunStore, train_sources=None) -> ChatTab:
+    workspace = store.workspace
+    session = gr.State(ChatSession())
+    gr.Markdown("Ask two models the same thing and compare their answers as they are written: the base model, "
+                "the base with a finished run's adapter, or a merged export. Each side keeps its own conversation.",
+                elem_classes=["wb-intro"])
+    choices = chat.model_choices(store)
+    pickers, bots = [], []
+    with gr.Row(equal_height=False):
+        for i, side in enumerate(SIDES):
+            with gr.Column(min_width=320):
+                pickers.append(gr.Dropdown(label=f"Model {side}", choices=choices, value=None,
+                                           allow_custom_value=True, filterable=True,
+                                           elem_id=f"chat-model-{side.lower()}",
+                                           info="A base model, a run (base + its adapter) or a merged export; "
+                                                "or type a model folder or Hub id."))
+                bots.append(gr.Chatbot(label=side, elem_id=f"chat-{side.lower()}", height=420,
+                                       buttons=["copy"], feedback_options=None,
+                                       placeholder=f"Model {side}'s answers appear here."))
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        prompt = gr.Textbox(label="Prompt", placeholder="Ask both models… (Enter sends, Shift+Enter: new line)",
+                            lines=2, max_lines=8, elem_id="chat-prompt", scale=5)
+        with gr.Column(scale=1, min_width=240):
+            send = gr.Button("Send", variant="primary", elem_id="chat-send")
+            with gr.Row():
+                stop = gr.Button("Stop", variant="stop", size="sm", elem_id="chat-stop", min_width=60)
+                clear = gr.Button("Clear", size="sm", elem_id="chat-clear", min_width=60)
+                refresh = gr.Button("↻ Models", size="sm", elem_id="chat-refresh", min_width=90)
+    status = gr.Markdown("", elem_id="chat-status")
+    with gr.Accordion("System prompt and sampling", open=False, elem_id="chat-settings"):
+        system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
+                            placeholder="Empty: the model's chat template decides (SmolLM2 adds its own).")
+        with gr.Row():
+            max_new = gr.Number(label="Max new tokens", value=128, minimum=1, maximum=chat.MAX_NEW_TOKENS,
+                                precision=0, elem_id="chat-max-new-tokens")
+            temperature = gr.Number(label="Temperature", value=0.7, minimum=0, maximum=5, step=0.1,
+                                    info="0: greedy (the same answer every time).", elem_id="chat-temperature")
+            top_p = gr.Number(label="Top-p", value=0.95, minimum=0.01, maximum=1, step=0.05, elem_id="chat-top-p")
+    with gr.Accordion("Score the last answers with reward sources", open=True, elem_id="chat-scoring"):
+        with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+            from_run = gr.Dropdown(label="Sources of a run", choices=run_source_choices(store), value=None,
+                                   elem_id="chat-sources-run", scale=3,
+                                   info="Copies that run's reward_sources into the box below.")
+            use_train = gr.Button("Use the Train tab's sources", elem_id="chat-sources-train", scale=0,
+                                  visible=train_sources is not None, min_width=240)
+        with gr.Row(equal_height=False):
+            sources = gr.Code(DEFAULT_SOURCES, language="yaml", label="Reward sources (YAML)", interactive=True,
+                              elem_id="chat-sources", lines=8, scale=3)
+            with gr.Column(scale=2, min_width=260):
+                columns = gr.Textbox(label="Dataset columns (optional)", info=COLUMNS_HELP, lines=2,
+                                     elem_id="chat-columns", placeholder="answer: 42")
+                score = gr.Button("Score with reward sources", variant="secondary", elem_id="chat-score")
+        scores = gr.Markdown("", elem_id="chat-scores")
+
+    # ---- handlers ----
+
+    def specs_of(values) -> tuple[list[ChatModel | None], list[str]]:
+        specs, errors = [], []
+        for side, value in zip(SIDES, values):
+            try:
+                specs.append(chat.chat_model(value, store) if (value or "").strip() else None)
+            except (ChatError, ValueError) as e:
+                specs.append(None)
+                errors.append(f"model {side}: {e}")
+        return specs, errors
+
+    def on_model(side: int):
+        def handler(value_a, value_b, s: ChatSession):
+            specs, errors = specs_of([value_a, value_b])
+            s.clear(side)
+            s.labels[side] = specs[side].label if specs[side] else ""
+            released = chat.MODELS.keep_only([sp for sp in specs if sp])
+            note = f" Released {released} model(s) no longer selected." if released else ""
+            msg = error_markdown(errors, "Cannot use this model") if errors else \
+                (f"Model {SIDES[side]}: **{html.escape(s.labels[side])}** (loads on the first prompt).{note}"
+                 if specs[side] else note.strip())
+            bot = gr.update(value=[], label=f"{SIDES[side]} · {s.labels[side]}" if s.labels[side] else SIDES[side])
+            return bot, msg, s
+        return handler
+
+    def on_send(value_a, value_b, system_text, text, n_tokens, temp, p, s: ChatSession):
+        text = (text or "").strip()
+        if not text:
+            yield gr.skip(), gr.skip(), "Type a prompt first.", gr.skip(), s
+            return
+        specs, errors = specs_of([value_a, value_b])
+        if errors or not any(specs):
+            yield gr.skip(), gr.skip(), error_markdown(errors or ["pick a model for side A or B (or both)"],
+                                                       "Cannot send"), gr.skip(), s
+            return
+        try:
+            sampling = Sampling(int(n_tokens or 0), float(temp if temp is not None else -1),
+                                float(p if p is not None else 0)).check()
+        except ChatError as e:
+            yield gr.skip(), gr.skip(), error_markdown([str(e)], "Cannot send"), gr.skip(), s
+            return
+        asked = [chat.conversation(system_text, s.histories[i], text) if sp else None for i, sp in enumerate(specs)]
+        for i, sp in enumerate(specs):
+            if sp:
+                s.histories[i] = s.histories[i] + [{"role": "user", "content": text},
+                                                   {"role": "assistant", "content": ""}]
+        views = lambda busy: [shown(h, busy) for h in s.histories]  # noqa: E731
+        try:
+            loaded = []
+            for i, sp in enumerate(specs):
+                if sp and not chat.MODELS.is_loaded(sp):
+                    yield *views(True), f"Loading model {SIDES[i]}: {html.escape(sp.label)}…", "", s
+                loaded.append(chat.MODELS.get(sp) if sp else None)
+            jobs = [(m, a) if m else None for m, a in zip(loaded, asked)]
+            replies = []
+            yield *views(True), "Writing…", "", s
+            for replies in chat.stream_replies(jobs, sampling):
+                for i, r in enumerate(replies):
+                    if r is not None:
+                        s.histories[i][-1]["content"] = r.text
+                        if r.done and not r.error:  # scorable as soon as the page says it is done
+                            s.asked[i] = asked[i]
+                yield *views(True), " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in
+                                                           enumerate(replies)) if x), "", s
+        except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
+            log.exception("chat generation failed")
+            for i, sp in enumerate(specs):
+                if sp:
+                    s.histories[i] = s.histories[i][:-2]
+            yield *views(False), error_markdown([str(e) if isinstance(e, ValueError) else
+                                                 f"{type(e).__name__}: {e}"], "Generation failed"), text, s
+            return
+        failed = []
+        for i, r in enumerate(replies):
+            if r is None:
+                continue
+            if r.error:  # not kept: the next turn should not build on a broken answer
+                s.histories[i] = s.histories[i][:-2]
+                failed.append(i)
+            else:
+                s.asked[i] = asked[i]
+        stats = " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies)) if x)
+        if failed:
+            stats += " (the failed turn was not kept)"
+        yield *views(False), stats, gr.skip(), s
+
+    def on_clear(s: ChatSession):
+        s.clear()
+        return [], [], "", s
+
+    def on_score(sources_text, columns_text, s: ChatSession):
+        configs, errors = parse_sources(sources_text)
+        if errors:
+            return error_markdown(errors, "Cannot score")
+        sides = [i for i in range(2) if s.asked[i] is not None and s.histories[i]]
+        if not sides:
+            return "Send a prompt first: the last answer of each side is scored."
+        try:
+            from backend.rewards.spec import reward_weights
+
+            result = chat.score_replies(configs, [s.asked[i] for i in sides],
+                                        [s.histories[i][-1]["content"] for i in sides], workspace,
+                                        parse_columns(columns_text))
+        except ValueError as e:  # ChatError, RewardSourceError
+            return error_markdown([str(e)], "Cannot score")
+        except Exception as e:
+            log.exception("scoring chat answers failed")
+            return error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed")
+        labels = [f"{SIDES[i]} · {s.labels[i]}" if s.labels[i] else SIDES[i] for i in sides]
+        return scores_markdown(result, labels, reward_weights(configs))
+
+    def on_run_sources(run_id):
+        if not run_id:
+            return gr.skip(), gr.skip()
+        try:
+            configs = store.get_run(run_id).config.reward_sources
+        except KeyError as e:
+            return gr.skip(), error_markdown([e.args[0]], "Cannot copy")
+        return sources_yaml(configs), f"Copied the reward sources of run {run_id}."
+
+    def on_train_sources(*values):
+        from app.reward_editor import configs_from_values
+
+        configs, errors = configs_from_values(values)
+        if errors:
+            return gr.skip(), error_markdown(errors, "The Train tab's sources have problems")
+        if not configs:
+            return gr.skip(), "The Train tab has no reward sources (add some under an RL mode)."
+        return sources_yaml(configs), "Copied the Train tab's reward sources."
+
+    def on_refresh(value_a, value_b):
+        opts = chat.model_choices(store)
+        values = [v for _, v in opts]
+        runs = [v for v in values if v.startswith(chat.RUN_PREFIX)]
+        # a fresh page starts with the base model on the left and the newest run's adapter on the right
+        a = value_a or (values[0] if values else None)
+        b = value_b or (runs[0] if runs else None)
+        return (gr.update(choices=opts, value=a), gr.update(choices=opts, value=b),
+                gr.update(choices=run_source_choices(store)))
+
+    # ---- wiring ----
+
+    for i, picker in enumerate(pickers):
+        picker.change(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session],
+                      show_progress="hidden")
+    send_args = dict(fn=on_send, inputs=[*pickers, system, prompt, max_new, temperature, top_p, session],
+                     outputs=[*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat",
+                     show_progress="hidden")
+    sent = send.click(**send_args)
+    submitted = prompt.submit(**send_args)
+    stop.click(None, None, None, cancels=[sent, submitted])
+    clear.click(on_clear, session, [*bots, status, session], show_progress="hidden")
+    score.click(on_score, [sources, columns, session], scores)
+    from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")
+    if train_sources is not None:
+        use_train.click(on_train_sources, train_sources.inputs, [sources, scores], show_progress="hidden")
+    refresh_io = dict(inputs=pickers, outputs=[*pickers, from_run])
+    refresh.click(on_refresh, **refresh_io, show_progress="hidden")
+    return ChatTab(load=(on_refresh, refresh_io))

@@ -1,0 +1,68 @@
+"""The Runs tab's Export accordion: the selected run's adapter as a zip to download, or a merged model saved
+under workspace/exports/ and zipped too; each with a model card. The work is backend/export.py's; these
+handlers pass gr.Progress along and say where the result is.
+"""
+from __future__ import annotations
+
+import html
+import logging
+
+import gradio as gr
+
+from app.formatting import error_markdown
+from backend import export
+from backend.store import RunStore
+
+log = logging.getLogger(__name__)
+INTRO = ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer and chat "
+         "template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the base weights "
+         "(safetensors) for plain `AutoModelForCausalLM` (reward models: `AutoModelForSequenceClassification`). "
+         "Each comes with a model card (README.md: config, final metrics, a metrics plot, how to load it). "
+         "From a shell: `python launch.py export RUN_ID --out DIR [--merge] [--zip]`.")
+
+
+def result_markdown(result: export.ExportResult) -> str:
+    what = {"adapter": "Adapter exported", "merged": "Merged model exported",
+            "full": "Model exported (a copy: this run fine-tuned every weight, so there is nothing to merge)"}
+    lines = [f"**{what[result.kind]}** to `{result.folder}`."]
+    if result.zip_path:
+        size = result.zip_path.stat().st_size / 2**20
+        lines.append(f"Zip: `{result.zip_path}` ({size:.1f} MB); download it below.")
+    if result.kind != "adapter":
+        lines.append("The Chat tab lists it under *merged export* (↻ Models).")
+    return " ".join(lines)
+
+
+def build(store: RunStore, select: gr.Dropdown) -> None:
+    """The accordion; `select` is the Runs tab's run picker (its value is the run id)."""
+    with gr.Accordion("Export", open=False, elem_id="export"):
+        gr.Markdown(INTRO, elem_classes=["wb-help"])
+        with gr.Row():
+            zip_button = gr.Button("Download adapter (.zip)", variant="primary", elem_id="export-zip", min_width=160)
+            merge_button = gr.Button("Export merged model", elem_id="export-merge", min_width=160)
+        status = gr.Markdown("", elem_id="export-status")
+        file = gr.File(label="Download", interactive=False, visible=False, elem_id="export-file")
+
+    def exporter(merge: bool):
+        def handler(run_id, progress=gr.Progress()):
+            if not run_id:
+                return "Select a run first.", gr.update(value=None, visible=False)
+            progress(0.0, desc="Starting the export")
+            try:
+                result = export.export_run(store, run_id, export.default_export_dir(store, run_id, merge),
+                                           merge=merge, make_zip=True, overwrite=True,
+                                           progress=lambda f, m: progress(f, desc=m))
+            except export.ExportError as e:
+                return error_markdown([str(e)], "Cannot export"), gr.update(value=None, visible=False)
+            except Exception as e:  # never a traceback in the page; the log has it
+                log.exception("export failed")
+                return (error_markdown([html.escape(f"{type(e).__name__}: {e}")], "Export failed"),
+                        gr.update(value=None, visible=False))
+            return result_markdown(result), gr.update(value=str(result.zip_path), visible=True)
+        return handler
+
+    # one export at a time: a merge holds a whole model in memory
+    zip_button.click(exporter(False), select, [status, file], concurrency_limit=1, concurrency_id="export")
+    merge_button.click(exporter(True), select, [status, file], concurrency_limit=1, concurrency_id="export")
+    select.change(lambda _: ("", gr.update(value=None, visible=False)), select, [status, file],
+                  show_progress="hidden")

@@ -1,0 +1,192 @@
+"""The Reward playground tab: reward sources tried on a few completions before a run trains with them.
+
+Pick sources (the same editor as the Train tab, or a copy of its rows), a dataset and a few of its prompts,
+then generate completions with a model or paste your own, and Score: a table of every completion's score
+per source and total, a per-source summary, and warnings about sources that would teach nothing.
+The logic is in backend/playground.py; handlers here only read the page and format what comes back.
+"""
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+
+from app import forms, reward_editor
+from app.formatting import error_markdown, score_table_widths
+from app.reward_editor import RewardSourcesEditor
+from app.train_tab import REPO_PRESETS, dataset_choices, model_choices
+from backend import playground
+from backend.config import ConfigError, load_config
+from backend.store import RunStore
+
+log = logging.getLogger(__name__)
+DEFAULT_DATASET = "demo-math"
+DEFAULT_PROMPTS = 4
+EXAMPLE_PRESET = REPO_PRESETS / "grpo_demo.yaml"  # its sources fit demo-math: the tab starts ready to score
+COMPLETIONS_HELP = (f"One per line, or blocks separated by a `{playground.SEPARATOR}` line; one per prompt, or the "
+                    "same number for each prompt in prompt order. Generate fills this box; edit it freely.")
+
+
+@dataclass
+class PlaygroundTab:
+    sources: RewardSourcesEditor
+    load: tuple  # (fn, {inputs, outputs}) that fills the prompt list, for the page's load event
+
+
+def default_sources() -> list:
+    try:
+        return list(load_config(EXAMPLE_PRESET).reward_sources)
+    except (ConfigError, OSError):
+        return []
+
+
+def prompts_html(rows: list[playground.PromptRow], limit: int = 160) -> str:
+    items = []
+    for r in rows:
+        text = " ".join(r.text.split())
+        text = text if len(text) <= limit else text[:limit - 1] + "…"
+        extra = ", ".join(f"{k}: {str(v)[:40]}" for k, v in r.columns.items())
+        items.append(f'<li value="{r.index}">{html.escape(text)}'
+                     + (f' <span class="wb-dim">({html.escape(extra)})</span>' if extra else "") + "</li>")
+    return f'<ol class="wb-prompts">{"".join(items)}</ol>'
+
+
+def _score_cell(value) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def result_frame(result: playground.PlaygroundResult) -> pd.DataFrame:
+    names = [s.name for s in result.stats]
+    rows = [[r.prompt, r.completion, *[_score_cell(r.scores[n]) for n in names], _score_cell(r.total)]
+            for r in result.rows]
+    return pd.DataFrame(rows, columns=["prompt", "completion", *names, "total"])
+
+
+def summary_markdown(result: playground.PlaygroundResult) -> str:
+    lines = [f"**{len(result.rows)} completions scored.** "
+             + playground.summary_line(result.stats, result.total)]
+    if result.warnings:
+        lines += [""] + [f"- ⚠ {w}" for w in result.warnings]
+    else:
+        lines += ["", "Every source varies across completions: each adds a learning signal."]
+    return "\n".join(lines)
+
+
+def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> PlaygroundTab:
+    workspace = store.workspace
+    gr.Markdown("Try reward sources on a few completions before training with them: do they tell good answers "
+                "from bad ones, or is one stuck at a single value?", elem_classes=["wb-intro"])
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=420):
+            with gr.Row(equal_height=True):
+                gr.Markdown("**Reward sources**", elem_classes=["wb-section"])
+                use_train = gr.Button("Use the Train tab's sources", elem_id="playground-use-train", size="sm",
+                                      visible=train_sources is not None, scale=0, min_width=220)
+            editor = reward_editor.build(prefix="playground-reward", sources=default_sources(),
+                                         container_id="playground-sources")
+        with gr.Column(scale=2, min_width=340):
+            gr.Markdown("**Prompts**", elem_classes=["wb-section"])
+            with gr.Row(equal_height=True):
+                dataset = gr.Dropdown(label="Dataset", choices=dataset_choices(store), value=DEFAULT_DATASET,
+                                      allow_custom_value=True, filterable=True, elem_id="playground-dataset",
+                                      scale=3, min_width=180)
+                first = gr.Number(label="First row", value=1, minimum=1, precision=0, elem_id="playground-first",
+                                  scale=1, min_width=90)
+                count = gr.Number(label="Prompts", value=DEFAULT_PROMPTS, minimum=1, maximum=playground.MAX_PROMPTS,
+                                  precision=0, elem_id="playground-count", scale=1, min_width=90)
+            prompt_list = gr.HTML("", elem_id="playground-prompts")
+            gr.Markdown("**Completions**", elem_classes=["wb-section"])
+            with gr.Accordion("Generate with a model", open=True, elem_id="playground-generation"):
+                with gr.Row(equal_height=True):
+                    model = forms.build_component("model", choices=model_choices(store), allow_custom_value=True,
+                                                  filterable=True, elem_id="playground-model", visible=True,
+                                                  info=None, scale=3)
+                with gr.Row(equal_height=True):
+                    num = _like("rl.num_generations", elem_id="playground-num-completions", minimum=1,
+                                info="Sampled for each prompt.")
+                    max_new = _like("rl.max_completion_length", elem_id="playground-max-new-tokens",
+                                    label="Max new tokens", maximum=4096, info="Per completion.")
+                    temperature = _like("rl.temperature", elem_id="playground-temperature", minimum=0,
+                                        info="0: greedy.")
+                generate = gr.Button("Generate", elem_id="playground-generate", variant="secondary")
+                status = gr.Markdown("", elem_id="playground-status")
+            completions = gr.Textbox(label="Completions", info=COMPLETIONS_HELP, lines=6, max_lines=16,
+                                     elem_id="playground-completions",
+                                     placeholder="<answer>50464</answer>\n<answer>146</answer>\n…")
+            score = gr.Button("Score", variant="primary", elem_id="playground-score")
+    summary = gr.Markdown("Score some completions to see each source's mean and spread here.",
+                          elem_id="playground-summary")
+    table = gr.Dataframe(pd.DataFrame(columns=["prompt", "completion", "total"]), interactive=False, wrap=True,
+                         max_height=520, elem_id="playground-table", show_label=False)
+
+    # ---- handlers ----
+
+    def on_prompts(spec, first_row, n):
+        try:
+            return prompts_html(playground.select_prompts(spec, workspace, first_row, n))
+        except ValueError as e:  # PlaygroundError, DatasetError
+            return f'<div class="wb-help-error">{html.escape(str(e))}</div>'
+
+    def on_generate(spec, first_row, n_prompts, model_spec, n, max_tokens, temp):
+        try:
+            prompts = playground.select_prompts(spec, workspace, first_row, n_prompts)
+            steps = playground.generate_completions([p.prompt for p in prompts], model_spec, n or 1,
+                                                    max_tokens or 1, 1.0 if temp is None else temp)
+            for p in steps:
+                done = p.done == p.total and p.completions
+                text = (f"{p.message}. Now **Score** them." if done else f"{p.message}…")
+                yield text, playground.join_completions(p.completions) if p.completions else gr.skip()
+        except ValueError as e:  # PlaygroundError, DatasetError, ModelError
+            yield error_markdown([str(e)], "Cannot generate"), gr.skip()
+        except Exception as e:  # never a traceback in the page; the log has it
+            log.exception("generating completions failed")
+            yield error_markdown([f"{type(e).__name__}: {e}"], "Generation failed"), gr.skip()
+
+    def on_model(model_spec):
+        if playground.MODELS.release(keep=model_spec):
+            return "Released the previously loaded model; the next Generate loads this one."
+        return gr.skip()
+
+    def on_score(spec, first_row, n_prompts, text, *editor_values):
+        configs, errors = reward_editor.configs_from_values(editor_values)
+        if errors:
+            return error_markdown(errors, "Cannot score"), gr.skip()
+        try:
+            from backend.rewards import validate_sources
+
+            prompts = playground.select_prompts(spec, workspace, first_row, n_prompts)
+            texts = playground.split_completions(text)
+            groups = playground.assign_completions(len(texts), len(prompts))
+            columns = ["prompt", *prompts[0].columns] if prompts else []
+            if problems := validate_sources(configs, columns, workspace):
+                return error_markdown(problems, "Cannot score"), gr.skip()
+            result = playground.score(configs, prompts, texts, workspace, groups)
+        except ValueError as e:  # PlaygroundError, DatasetError, RewardSourceError
+            return error_markdown([str(e)], "Cannot score"), gr.skip()
+        except Exception as e:
+            log.exception("scoring completions failed")
+            return error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed"), gr.skip()
+        widths = score_table_widths(len(result.stats), step_column=False)
+        return summary_markdown(result), gr.update(value=result_frame(result), column_widths=widths)
+
+    # ---- wiring ----
+
+    prompt_io = dict(inputs=[dataset, first, count], outputs=prompt_list)
+    for trigger in (dataset.change, first.change, count.change):
+        trigger(on_prompts, **prompt_io, show_progress="hidden", trigger_mode="always_last")
+    generate.click(on_generate, [dataset, first, count, model, num, max_new, temperature], [status, completions],
+                   concurrency_limit=1, concurrency_id="playground-generate")
+    model.change(on_model, model, status, show_progress="hidden")
+    score.click(on_score, [dataset, first, count, completions, *editor.inputs], [summary, table])
+    if train_sources is not None:
+        use_train.click(editor.copy_from, train_sources.inputs, editor.outputs, show_progress="hidden")
+    return PlaygroundTab(sources=editor, load=(on_prompts, prompt_io))
+
+
+def _like(path: str, **overrides) -> gr.Number:
+    """A sampling control with the label, help, default and range of the run setting it mirrors."""
+    overrides.setdefault("min_width", 110)
+    return forms.build_component(path, visible=True, **overrides)

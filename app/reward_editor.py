@@ -1,0 +1,329 @@
+"""The reward-sources editor: one row per source (kind, name, weight, parameters as YAML), with Add / Remove.
+
+Built from the reward-source schema (`backend.rewards.spec`): the kinds, their one-line descriptions, their
+parameters' titles, help and defaults, and the ready-to-edit examples all come from there; nothing here
+names a parameter. The Train tab and the reward playground each build one (with their own elem_id prefix).
+
+The editor has a fixed number of row slots (MAX_SOURCES), shown or hidden, rather than a @gr.render list:
+every control keeps a stable elem_id (`reward-type-0`, `reward-params-1`, ...) and the value a person is
+typing is never lost to a re-render. A slot whose kind is empty is unused; used slots are always the first
+ones (Remove moves the rows below it up).
+
+Values travel as one list per editor, in slot order: kind, name, weight, params text for each slot.
+`sources_from_values` turns them into source dicts (params still as text), `parse_sources` into dicts
+the run config validates, and `updates_for` does the reverse for loading a preset.
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gradio as gr
+import yaml
+
+from backend.config import ConfigError, build_config
+from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
+                                  validate_params)
+
+MAX_SOURCES = 8
+FIELDS_PER_ROW = 4  # kind, name, weight, params text
+DEFAULT_KIND = "numeric_match"
+_SOURCE_FIELDS = RewardSourceConfig.model_fields
+
+
+# ---- rows <-> sources (no gradio) ----
+
+def params_text(kind: str, params: dict | None) -> str:
+    """Params as one line of YAML. Those at their default are left out (the help lists the defaults),
+    except the ones the kind's example sets to something, so `{column: answer}` stays as written."""
+    model = PARAM_MODELS.get(kind)
+    params = dict(params or {})
+    if model is not None:
+        example = set(EXAMPLES.get(kind, {}))
+        defaults = {name: info.get_default(call_default_factory=True)
+                    for name, info in model.model_fields.items() if not info.is_required()}
+        params = {k: v for k, v in params.items()
+                  if k not in defaults or defaults[k] != v or (k in example and v not in ([], "", None))}
+    return _flow(params)
+
+
+def parse_params(text) -> dict:
+    """A params text (YAML: `{column: answer}` or `column: answer`) as a dict; ValueError saying what is wrong."""
+    if isinstance(text, dict):
+        return text
+    if text is None or not str(text).strip():
+        return {}
+    try:
+        value = yaml.safe_load(str(text))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at column {mark.column + 1}" if mark else ""
+        raise ValueError(f"not valid YAML ({getattr(e, 'problem', None) or 'parse error'}{where}); write them "
+                         "like {column: answer, tolerance: 0.01}") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected name: value pairs like {{column: answer}}, got {str(text).strip()!r}")
+    return value
+
+
+def empty_row() -> list:
+    return [None, "", 1.0, ""]
+
+
+def row_from_source(source) -> list:
+    s = source.model_dump() if isinstance(source, RewardSourceConfig) else dict(source)
+    kind = s.get("type")
+    params = s.get("params")
+    text = params if isinstance(params, str) else params_text(kind, params)
+    return [kind, s.get("name") or "", s.get("weight", 1.0), text]
+
+
+def values_for(sources: Sequence) -> list:
+    """The editor's flat values (every slot) showing `sources` (configs or dicts); extra sources are cut."""
+    rows = [row_from_source(s) for s in list(sources or [])[:MAX_SOURCES]]
+    rows += [empty_row() for _ in range(MAX_SOURCES - len(rows))]
+    return [v for row in rows for v in row]
+
+
+def rows_of(values: Sequence) -> list[list]:
+    values = list(values)
+    if len(values) != MAX_SOURCES * FIELDS_PER_ROW:
+        raise ValueError(f"expected {MAX_SOURCES * FIELDS_PER_ROW} editor values, got {len(values)}")
+    return [values[i:i + FIELDS_PER_ROW] for i in range(0, len(values), FIELDS_PER_ROW)]
+
+
+def sources_from_values(values: Sequence) -> list[dict]:
+    """The used rows as source dicts {type, name, weight, params (the text as typed)}."""
+    out = []
+    for kind, name, weight, params in rows_of(values):
+        if kind:
+            out.append({"type": kind, "name": (name or "").strip(), "weight": weight, "params": params or ""})
+    return out
+
+
+def parse_sources(sources: Sequence[dict]) -> tuple[list[dict], list[str]]:
+    """Source dicts whose params may be text -> (dicts for the run config, errors for rows it cannot read).
+
+    Errors name the row as the schema does (`reward_sources.<i>.<field>`); such a row keeps its text, so
+    validation of the other rows still runs and `drop_row_errors` removes the schema's second opinion on it.
+    """
+    parsed, errors = [], []
+    for i, source in enumerate(sources):
+        source = dict(source)
+        kind = source.get("type") or "?"
+        weight = source.get("weight")
+        if weight is None or weight == "" or (isinstance(weight, float) and not math.isfinite(weight)):
+            errors.append(f"reward_sources.{i}.weight: empty; enter a number (default 1)")
+        elif isinstance(weight, float) and weight.is_integer():
+            source["weight"] = int(weight) if abs(weight) < 2**53 else weight
+        try:
+            source["params"] = parse_params(source.get("params"))
+        except ValueError as e:
+            errors.append(f"reward_sources.{i}.params: {kind} source: {e}")
+        parsed.append(source)
+    return parsed, errors
+
+
+def error_location(error: str) -> str:
+    """The setting an error line is about: `reward_sources.1.params` for "reward_sources.1.params: ..."."""
+    return error.split(":", 1)[0].strip()
+
+
+def drop_repeated_errors(errors: list[str], reported: set[str]) -> list[str]:
+    """Schema errors about fields already reported as unreadable (e.g. params that are not YAML reach the
+    schema as text and would add "Input should be a valid dictionary")."""
+    return [e for e in errors if error_location(e) not in reported]
+
+
+# ---- help text, from the schema ----
+
+def _default_text(info) -> str:
+    if info.is_required():
+        return "required"
+    value = info.get_default(call_default_factory=True)
+    if isinstance(value, list):
+        value = ", ".join(map(str, value)) or "none"
+    return f"default {value}"
+
+
+def kind_help(kind: str | None, open_params: bool = False) -> str:
+    """What a kind scores and its parameters (title, default, help), as HTML; the parameter list is folded
+    unless `open_params` (the row's params have a problem)."""
+    if not kind or kind not in PARAM_MODELS:
+        return ""
+    fields = PARAM_MODELS[kind].model_fields
+    items = [f"<li><code>{name}</code> <i>{html.escape(info.title or name)}, {_default_text(info)}</i>"
+             f" — {html.escape(info.description or '')}</li>" for name, info in fields.items()]
+    example = _flow(EXAMPLES.get(kind)) or "{}"
+    return (f'<div class="wb-help-kind"><b>{kind}</b>: {html.escape(KIND_DESCRIPTIONS.get(kind, ""))}</div>'
+            f'<details{" open" if open_params else ""}><summary>Parameters: {", ".join(fields)} · example '
+            f'<code>{html.escape(example)}</code></summary><ul>{"".join(items)}</ul></details>')
+
+
+def row_problem(kind: str | None, params) -> str | None:
+    """The schema's message for a row's params, or None when they are valid (or the row is unused)."""
+    if not kind:
+        return None
+    try:
+        validate_params(kind, parse_params(params))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def row_help(kind: str | None, params) -> str:
+    if not kind:
+        return ""
+    problem = row_problem(kind, params)
+    status = (f'<div class="wb-help-error">⚠ {html.escape(problem)}</div>' if problem
+              else '<div class="wb-help-ok">✓ parameters valid</div>')
+    return f'<div class="wb-help">{status}{kind_help(kind, open_params=bool(problem))}</div>'
+
+
+def kind_choices() -> list[tuple[str, str]]:
+    return [(kind, kind) for kind in SOURCE_KINDS]
+
+
+def params_on_kind_change(kind: str | None, params) -> str | None:
+    """When a person picks another kind: the new kind's example, unless the params already fit it."""
+    if not kind:
+        return None
+    if str(params or "").strip() and row_problem(kind, params) is None:
+        return None  # keep
+    return _flow(EXAMPLES.get(kind))
+
+
+def _flow(params: dict | None) -> str:
+    return yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=10_000).strip() if params else ""
+
+
+# ---- the component ----
+
+@dataclass
+class RewardSourcesEditor:
+    container: gr.Column
+    rows: list[gr.Column]
+    kinds: list[gr.Dropdown]
+    names: list[gr.Textbox]
+    weights: list[gr.Number]
+    params: list[gr.Textbox]
+    helps: list[gr.HTML]
+    add: gr.Button
+    add_kind: gr.Dropdown
+
+    @property
+    def inputs(self) -> list[gr.Component]:
+        """Every slot's kind, name, weight and params, in slot order (what `sources_from_values` reads)."""
+        return [c for i in range(MAX_SOURCES)
+                for c in (self.kinds[i], self.names[i], self.weights[i], self.params[i])]
+
+    @property
+    def outputs(self) -> list[gr.Component]:
+        """`inputs`, then each slot's row (shown or hidden) and help: what `updates_for` fills."""
+        return [*self.inputs, *self.rows, *self.helps]
+
+    def updates_for(self, sources: Sequence) -> list:
+        values = values_for(sources)
+        rows = rows_of(values)
+        return [*values, *[gr.update(visible=bool(r[0])) for r in rows], *[row_help(r[0], r[3]) for r in rows]]
+
+    def copy_from(self, *values) -> list:
+        """Updates showing the rows of another editor, given its values (the playground's "use the Train
+        tab's sources")."""
+        return self.updates_for(sources_from_values(values))
+
+
+def build(prefix: str = "reward", sources: Sequence = (), label: str | None = None,
+          info: str | None = None, visible: bool = True, container_id: str | None = None) -> RewardSourcesEditor:
+    """Lay out the editor; elem_ids are `<prefix>-type-<i>`, `<prefix>-name-<i>`, `<prefix>-weight-<i>`,
+    `<prefix>-params-<i>`, `<prefix>-remove-<i>`, `<prefix>-help-<i>`, `<prefix>-add`, `<prefix>-add-type`."""
+    values = values_for(sources)
+    rows_values = rows_of(values)
+    title = _SOURCE_FIELDS["type"].title
+    kinds, names, weights, params, helps, rows, removes = [], [], [], [], [], [], []
+    with gr.Column(visible=visible, elem_id=container_id or f"{prefix}-sources",
+                   elem_classes=["wb-sources"]) as container:
+        if label:
+            gr.Markdown(f"**{label}**", elem_classes=["wb-section"])
+        if info:
+            gr.Markdown(info, elem_classes=["wb-kinds"])
+        for i, (kind, name, weight, text) in enumerate(rows_values):
+            with gr.Column(visible=bool(kind), elem_id=f"{prefix}-row-{i}", elem_classes=["wb-source-row"]) as row:
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+                    kinds.append(gr.Dropdown(choices=kind_choices(), value=kind, label=title,
+                                             elem_id=f"{prefix}-type-{i}", scale=4, min_width=190))
+                    names.append(gr.Textbox(value=name, label=_SOURCE_FIELDS["name"].title,
+                                            placeholder="the kind", elem_id=f"{prefix}-name-{i}", scale=2,
+                                            min_width=110, max_lines=1))
+                    weights.append(gr.Number(value=weight, label=_SOURCE_FIELDS["weight"].title,
+                                             elem_id=f"{prefix}-weight-{i}", scale=1, min_width=80, step=0.1))
+                    params.append(gr.Textbox(value=text, label=f"{_SOURCE_FIELDS['params'].title} (YAML)",
+                                             placeholder="{name: value, ...}", elem_id=f"{prefix}-params-{i}",
+                                             scale=5, min_width=220, lines=1, max_lines=4))
+                    removes.append(gr.Button("Remove", elem_id=f"{prefix}-remove-{i}", size="md", scale=0,
+                                             min_width=80, variant="secondary", elem_classes=["wb-remove"]))
+                helps.append(gr.HTML(row_help(kind, text), elem_id=f"{prefix}-help-{i}", padding=False))
+            rows.append(row)
+        with gr.Row(equal_height=True, elem_classes=["wb-bottom"]):
+            add_kind = gr.Dropdown(choices=kind_choices(), value=DEFAULT_KIND, label="Kind of the new source",
+                                   info=None, elem_id=f"{prefix}-add-type", scale=3, min_width=150)
+            add = gr.Button("Add a reward source", elem_id=f"{prefix}-add", scale=2, min_width=140)
+        gr.Markdown(_kinds_markdown(), elem_classes=["wb-kinds"])
+    editor = RewardSourcesEditor(container, rows, kinds, names, weights, params, helps, add, add_kind)
+    _wire(editor, removes)
+    return editor
+
+
+def _kinds_markdown() -> str:
+    return "Kinds: " + " · ".join(f"<abbr title=\"{html.escape(KIND_DESCRIPTIONS[k])}\">{k}</abbr>"
+                                  for k in SOURCE_KINDS)
+
+
+def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
+    slot_outputs = editor.outputs
+
+    def on_add(new_kind, *values):
+        sources = sources_from_values(values)
+        if len(sources) >= MAX_SOURCES:
+            gr.Warning(f"At most {MAX_SOURCES} reward sources.")
+            return [gr.skip()] * len(slot_outputs)
+        kind = new_kind or DEFAULT_KIND
+        sources.append({"type": kind, "name": "", "weight": 1.0, "params": _flow(EXAMPLES.get(kind))})
+        return editor.updates_for(sources)
+
+    def on_kind(kind, params):
+        new = params_on_kind_change(kind, params)
+        return (gr.skip() if new is None else new), row_help(kind, params if new is None else new)
+
+    def remover(index: int):
+        def on_remove(*values):
+            rows = rows_of(values)
+            del rows[index]
+            return editor.updates_for([{"type": k, "name": n, "weight": w, "params": p} for k, n, w, p in rows if k])
+        return on_remove
+
+    editor.add.click(on_add, [editor.add_kind, *editor.inputs], slot_outputs, show_progress="hidden")
+    for i, button in enumerate(removes):
+        button.click(remover(i), editor.inputs, slot_outputs, show_progress="hidden")
+    for kind, params, help_ in zip(editor.kinds, editor.params, editor.helps):
+        # Only a person's edits are listened to: programmatic updates (Add, Remove, a loaded preset) set the
+        # help themselves and keep their params, and a .change listener could read a row half-updated.
+        kind.input(on_kind, [kind, params], [params, help_], show_progress="hidden")
+        # .input fires on key presses only; .blur also catches pasted or filled text once the box is left
+        params.input(row_help, [kind, params], help_, show_progress="hidden", trigger_mode="always_last")
+        params.blur(row_help, [kind, params], help_, show_progress="hidden")
+
+
+def configs_from_values(values: Sequence) -> tuple[list, list[str]]:
+    """The editor's values as validated RewardSourceConfigs, and every problem (one line per row and field,
+    `reward_sources.<i>...` as the Train tab reports them); the configs are empty when there is a problem."""
+    parsed, errors = parse_sources(sources_from_values(values))
+    try:
+        configs = build_config({"reward_sources": parsed}).reward_sources
+    except ConfigError as e:
+        errors += drop_repeated_errors(e.errors, {error_location(x) for x in errors})
+        configs = []
+    return ([] if errors else configs), errors

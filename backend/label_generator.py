@@ -1,0 +1,328 @@
+"""Generating a labeling session's answers in the background, ahead of the labelers.
+
+One detached process per session (`python -m backend.label_generator SESSION --workspace DIR`, started in
+its own session like a run's supervisor), not a thread in the UI process, because:
+- it outlives a UI restart or a closed terminal, and a UI crash never takes half-done generation with it;
+- the UI process never holds model weights for labeling, so it stays responsive for every browser;
+- the UI and the CLI re-attach the same way: the store has the generator's pid and heartbeat, and
+  `ensure_generator` starts one whenever a session has prompts without answers and no live generator.
+  What was generated is committed item by item, so a generator that died (crash, reboot) is simply started
+  again and carries on with the items still marked 'new'.
+There is one generator per session: a start is claimed in an IMMEDIATE transaction, and a generator that
+finds another live one for its session exits. It stays at most `lookahead` items ahead of the labelers (0:
+it generates every item) and exits after IDLE_EXIT_S with nothing to do; the UI's poll starts it again once
+the labelers catch up, so an abandoned session does not keep a CPU busy.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend import labeling
+from backend.labeling import LabelError, LabelSession
+from backend.store import RunStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HEARTBEAT_S = 2.0
+STALE_S = 30.0  # no heartbeat for this long: the generator is gone
+LAUNCH_GRACE_S = 60.0  # a start claimed this recently counts as running while the process comes up
+IDLE_EXIT_S = 120.0
+_children: list[subprocess.Popen] = []  # polled so finished generators do not linger as zombies
+
+
+def log_path(store: RunStore, session_id: str) -> Path:
+    return store.workspace / "labels" / f"{session_id}.log"
+
+
+def generator_alive(session: LabelSession, now: float | None = None) -> bool:
+    from backend.jobs import pid_alive
+
+    now = now or time.time()
+    if session.gen_pid:
+        return pid_alive(session.gen_pid) and now - (session.gen_heartbeat_at or session.gen_started_at or 0) < STALE_S
+    return bool(session.gen_started_at) and now - session.gen_started_at < LAUNCH_GRACE_S
+
+
+def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> str:
+    """Start the session's generator if answers are missing and none runs. Returns what it found:
+    'running', 'started', 'waiting' (far enough ahead of the labelers), 'done' or 'failed' (retry=True
+    starts a failed session again)."""
+    _children[:] = [c for c in _children if c.poll() is None]
+    session = labeling.get_session(store, session_id)
+    if session.status == "failed" and not retry:
+        return "failed"
+    if not labeling.has_ungenerated(store, session_id):
+        if session.status != "ready":
+            labeling.update_session(store, session_id, status="ready", error=None,
+                                    gen_message="Every answer is generated")
+        return "done"
+    if generator_alive(session):
+        return "running"
+    if labeling.next_to_generate(store, session_id) is None:
+        if session.status == "failed":
+            labeling.update_session(store, session_id, status="generating", error=None)
+        return "waiting"
+    now = time.time()
+    with store.transaction() as db:
+        row = db.execute("SELECT * FROM label_sessions WHERE id=?", (session_id,)).fetchone()
+        if generator_alive(labeling.session_from_row(row), now):
+            return "running"  # another UI or CLI started it meanwhile
+        db.execute("UPDATE label_sessions SET gen_pid=NULL, gen_started_at=?, gen_heartbeat_at=NULL, "
+                   "status='generating', error=NULL, gen_message='Starting the generator' WHERE id=?",
+                   (now, session_id))
+    pid = _spawn(store, session_id)
+    with store.connect() as db:
+        db.execute("UPDATE label_sessions SET gen_pid=? WHERE id=? AND gen_pid IS NULL", (pid, session_id))
+    return "started"
+
+
+def _spawn(store: RunStore, session_id: str) -> int:
+    path = log_path(store, session_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
+    with open(path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backend.label_generator", session_id, "--workspace", str(store.workspace)],
+            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)  # survives a UI restart; found again through the store
+    _children.append(proc)
+    return proc.pid
+
+
+def stop_generator(store: RunStore, session_id: str, wait_s: float = 10.0) -> bool:
+    """Stop the session's generator (it is started again by the next `ensure_generator`). True if one ran."""
+    import signal
+
+    from backend.jobs import pid_alive
+
+    session = labeling.get_session(store, session_id)
+    pid = session.gen_pid
+    if not pid or not pid_alive(pid):
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return False
+    end = time.time() + wait_s
+    while pid_alive(pid) and time.time() < end:
+        for child in _children:
+            child.poll()
+        time.sleep(0.1)
+    if pid_alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+    with store.connect() as db:
+        db.execute("UPDATE label_sessions SET gen_pid=NULL, gen_heartbeat_at=NULL, gen_started_at=NULL, "
+                   "gen_message='Generation stopped' WHERE id=? AND gen_pid=?", (session_id, pid))
+    return True
+
+
+# ---- what generates ----
+
+@dataclass
+class Candidate:
+    number: int  # 1 or 2: the candidate's place before the per-item swap
+    spec: str  # as the user chose it: a model spec or run:<id>
+    base: str  # the model to load
+    adapter: str | None  # a PEFT adapter folder on top of it
+    temperature: float
+    label: str  # how the summary names it
+
+
+def candidates(store: RunStore, session: LabelSession) -> list[Candidate]:
+    s = session.settings
+    if session.mode == "single":
+        specs = [(session.model_a, s.temperature_a)]
+    else:
+        specs = [(session.model_a, s.temperature_a), (session.model_b or session.model_a, s.temperature_b)]
+    out = []
+    for n, (spec, temperature) in enumerate(specs, 1):
+        base, adapter = labeling.resolve_candidate(store, spec)
+        out.append(Candidate(n, spec, base, adapter, float(temperature), labeling.describe_model(store, spec)))
+    if len(out) == 2 and out[0].label == out[1].label:
+        same_t = out[0].temperature == out[1].temperature
+        for c in out:
+            c.label += f" · sample {c.number}" if same_t else f" · T={c.temperature:g}"
+    return out
+
+
+def _encode(tokenizer, prompt):
+    """The prompt as the model expects it: the chat template when the tokenizer has one."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer(text, return_tensors="pt", add_special_tokens=False)
+    return tokenizer(labeling.prompt_text(prompt), return_tensors="pt")
+
+
+class CandidateModels:
+    """Each base model loaded once; adapters of the same base go on it as named PEFT adapters, and the base
+    side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights)."""
+
+    def __init__(self, cands: list[Candidate], report=lambda message: None):
+        from backend.models import load_causal_lm, load_tokenizer, resolve_model
+
+        self.loaded: dict[str, tuple] = {}
+        self.adapter_names: dict[str, str] = {}
+        bases = list(dict.fromkeys(c.base for c in cands))
+        for i, base in enumerate(bases, 1):
+            report(f"Loading {base} ({i}/{len(bases)})")
+            path = resolve_model(base, lambda f, m: report(m))
+            tokenizer = load_tokenizer(path)
+            model = load_causal_lm(path)
+            for adapter in dict.fromkeys(c.adapter for c in cands if c.base == base and c.adapter):
+                from peft import PeftModel
+
+                name = f"adapter{len(self.adapter_names) + 1}"
+                report(f"Loading the adapter {Path(adapter).parent.name}")
+                if isinstance(model, PeftModel):
+                    model.load_adapter(adapter, adapter_name=name)
+                else:
+                    model = PeftModel.from_pretrained(model, adapter, adapter_name=name)
+                self.adapter_names[adapter] = name
+            model.eval()
+            self.loaded[base] = (model, tokenizer)
+
+    def generate(self, cand: Candidate, prompt, *, seed: int, max_new_tokens: int, top_p: float,
+                 num: int = 1) -> list[str]:
+        import torch
+
+        model, tokenizer = self.loaded[cand.base]
+        inputs = _encode(tokenizer, prompt)
+        context = nullcontext()
+        if cand.adapter:
+            model.set_adapter(self.adapter_names[cand.adapter])
+        elif hasattr(model, "disable_adapter"):
+            context = model.disable_adapter()
+        sampling = (dict(do_sample=True, temperature=cand.temperature, top_p=top_p) if cand.temperature > 0
+                    else dict(do_sample=False))
+        torch.manual_seed(seed)
+        with torch.no_grad(), context:
+            out = model.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=num,
+                                 pad_token_id=tokenizer.pad_token_id, **sampling)
+        start = inputs["input_ids"].shape[1]
+        return [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in out]
+
+
+def generate_item(models: CandidateModels, cands: list[Candidate], session: LabelSession,
+                  item: labeling.LabelItem) -> list[tuple[str, dict]]:
+    """[(answer, source)] for one item, in candidate order. Two samples of one model at one temperature
+    come from one batched call."""
+    s = session.settings
+    seed = s.seed + item.idx * 7919
+    common = dict(max_new_tokens=s.max_new_tokens, top_p=s.top_p)
+
+    def source(c: Candidate, seed_used: int) -> dict:
+        return {"candidate": c.number, "model": c.spec, "base": c.base, "adapter": c.adapter,
+                "temperature": c.temperature, "top_p": s.top_p, "seed": seed_used,
+                "max_new_tokens": s.max_new_tokens, "label": c.label}
+
+    if len(cands) == 2 and (cands[0].spec, cands[0].temperature) == (cands[1].spec, cands[1].temperature):
+        texts = models.generate(cands[0], item.prompt, seed=seed, num=2, **common)
+        return [(texts[0], source(cands[0], seed)), (texts[1], source(cands[1], seed))]
+    return [(models.generate(c, item.prompt, seed=seed + c.number, **common)[0], source(c, seed + c.number))
+            for c in cands]
+
+
+# ---- the process ----
+
+def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EXIT_S) -> int:
+    """Generate the session's missing answers (as far as the lookahead allows); 0 when it ended cleanly."""
+    me = os.getpid()
+    now = time.time()
+    with store.transaction() as db:
+        row = db.execute("SELECT * FROM label_sessions WHERE id=?", (session_id,)).fetchone()
+        if row is None:
+            print(f"no labeling session {session_id}", flush=True)
+            return 2
+        session = labeling.session_from_row(row)
+        if session.gen_pid not in (None, me) and generator_alive(session, now):
+            print(f"another generator (pid {session.gen_pid}) serves session {session_id}", flush=True)
+            return 0
+        db.execute("UPDATE label_sessions SET gen_pid=?, gen_heartbeat_at=?, gen_started_at=?, status='generating', "
+                   "error=NULL WHERE id=?", (me, now, now, session_id))
+    done, replaced = threading.Event(), threading.Event()
+
+    def beat():
+        while not done.wait(HEARTBEAT_S):
+            with store.connect() as db:
+                if db.execute("UPDATE label_sessions SET gen_heartbeat_at=? WHERE id=? AND gen_pid=?",
+                              (time.time(), session_id, me)).rowcount == 0:
+                    replaced.set()  # stopped, or another generator took over
+
+    def say(message: str) -> None:
+        print(message, flush=True)
+        labeling.update_session(store, session_id, gen_message=message[:300])
+
+    threading.Thread(target=beat, daemon=True).start()
+    rc = 0
+    try:
+        session = labeling.get_session(store, session_id)
+        cands = candidates(store, session)
+        models = None
+        idle_since = None
+        while not replaced.is_set():
+            item = labeling.next_to_generate(store, session_id)
+            if item is None:
+                if not labeling.has_ungenerated(store, session_id):
+                    break
+                p = labeling.progress(store, session_id)
+                if idle_since is None:
+                    idle_since = time.time()
+                    say(f"Paused: {p.ready_ahead} ready ahead of the labelers ({p.generated}/{p.total} generated)")
+                if time.time() - idle_since > idle_exit_s:
+                    break
+                time.sleep(1.0)
+                continue
+            idle_since = None
+            if models is None:
+                models = CandidateModels(cands, say)
+            answers = generate_item(models, cands, session, item)
+            swapped = session.mode == "pair" and labeling.swap_for(session_id, item.idx)
+            labeling.save_answers(store, item.id, answers, swapped)
+            p = labeling.progress(store, session_id)
+            say(f"Generated {p.generated}/{p.total}")
+        if not labeling.has_ungenerated(store, session_id):
+            labeling.update_session(store, session_id, status="ready", gen_message="Every answer is generated")
+    except BaseException as e:  # noqa: BLE001 - the store must say why generation stopped
+        traceback.print_exc()
+        message = f"{type(e).__name__}: {e}"
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            labeling.update_session(store, session_id, gen_message="Generation stopped")
+        else:
+            labeling.update_session(store, session_id, status="failed", error=message[:2000],
+                                    gen_message="Generation failed")
+        rc = 1
+    finally:
+        done.set()
+        with store.connect() as db:
+            db.execute("UPDATE label_sessions SET gen_pid=NULL, gen_heartbeat_at=NULL, gen_started_at=NULL "
+                       "WHERE id=? AND gen_pid=?", (session_id, me))
+    return rc
+
+
+def main(argv=None) -> int:
+    import argparse
+    import signal
+
+    p = argparse.ArgumentParser(description="Generate a labeling session's answers (started by the workbench).")
+    p.add_argument("session_id")
+    p.add_argument("--workspace", required=True)
+    a = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop between two answers; the item stays 'new'
+    try:
+        return run_generator(RunStore(a.workspace), a.session_id)
+    except LabelError as e:
+        print(e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Exports round-trip: a real sft run and a real reward-model run on the tiny model, exported as an adapter,
+merged (through the CLI too), zipped, and loaded back with plain transformers / PEFT."""
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from backend.export import ExportError, export_run
+from backend.jobs import submit_run
+from backend.store import RunStore
+from tests.integration.test_modes import tiny_config, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+PEFT_FILES = {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "tokenizer_config.json",
+              "chat_template.jinja", "README.md", "metrics.png"}
+TEXTS = ["<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>",
+         "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\nBlue, I think.<|im_end|>"]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, tmp_path_factory):
+    """(store, sft run, rm run), both finished with an adapter."""
+    store = RunStore(tmp_path_factory.mktemp("export"))
+    sft = submit_run(store, tiny_config(tiny_model, "sft", learning_rate=5e-3)).id
+    rm = submit_run(store, tiny_config(tiny_model, "rm", dataset="demo-preference")).id
+    wait_for(lambda: not any(store.get_run(i).active for i in (sft, rm)), timeout=240, every=1, what="runs")
+    for run_id in (sft, rm):
+        run = store.get_run(run_id)
+        assert run.status == "completed", run.error
+    return store, store.get_run(sft), store.get_run(rm)
+
+
+def _ids(tokenizer):
+    return tokenizer(TEXTS, padding=True, return_tensors="pt")
+
+
+def _causal_logits(model, batch):
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def test_adapter_export_is_a_plain_peft_folder_with_the_runs_logits(runs, tiny_model, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    store, sft, _ = runs
+    result = export_run(store, sft.id, tmp_path / "adapter", make_zip=True)
+    assert result.kind == "adapter"
+    assert {p.name for p in result.folder.iterdir()} == PEFT_FILES
+    with zipfile.ZipFile(result.zip_path) as zf:
+        assert set(zf.namelist()) == {f"adapter/{name}" for name in PEFT_FILES}
+        assert zf.testzip() is None
+
+    tokenizer = AutoTokenizer.from_pretrained(result.folder)
+    batch = _ids(tokenizer)
+    exported = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), result.folder).eval()
+    trained = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), sft.adapter_path).eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    assert torch.equal(_causal_logits(exported, batch), _causal_logits(trained, batch))
+    assert not torch.allclose(_causal_logits(exported, batch), _causal_logits(base, batch))  # it did learn
+
+    card = (result.folder / "README.md").read_text()
+    assert "library_name: peft" in card and "**sft**" in card and "demo-sft-instructions" in card
+    assert "PeftModel.from_pretrained" in card and "| loss |" in card and "![metrics](metrics.png)" in card
+    assert "max_steps: 2" in card  # the run config
+    assert (result.folder / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_merges_into_a_plain_causal_lm_within_1e4_of_the_adapter(runs, tiny_model, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    store, sft, _ = runs
+    out = tmp_path / "merged"
+    done = subprocess.run([sys.executable, str(REPO / "launch.py"), "export", sft.id, "--out", str(out), "--merge",
+                           "--zip", "--workspace", str(store.workspace)], cwd=REPO, capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Merging the adapter" in done.stdout and "Zipping model.safetensors" in done.stdout
+    assert f"merged: {out}" in done.stdout and (tmp_path / "merged.zip").is_file()
+    assert (out / "model.safetensors").is_file() and not (out / "adapter_config.json").exists()
+    assert not (out / "training_args.bin").exists()
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    batch = _ids(tokenizer)
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    adapter = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), sft.adapter_path).eval()
+    assert torch.allclose(_causal_logits(merged, batch), _causal_logits(adapter, batch), atol=1e-4)
+    assert "AutoModelForCausalLM.from_pretrained(folder)" in (out / "README.md").read_text()
+
+    again = subprocess.run([sys.executable, str(REPO / "launch.py"), "export", sft.id, "--out", str(out),
+                            "--workspace", str(store.workspace)], cwd=REPO, capture_output=True, text=True)
+    assert again.returncode == 2 and "--overwrite" in again.stderr  # an existing export is not replaced silently
+
+
+def test_reward_model_merge_keeps_its_scores(runs, tiny_model, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from backend.modes.rm import load_sequence_classifier
+
+    store, _, rm = runs
+    result = export_run(store, rm.id, tmp_path / "rm-merged", merge=True)
+    assert result.kind == "merged"
+    config = json.loads((result.folder / "config.json").read_text())
+    assert config["architectures"][0].endswith("ForSequenceClassification")
+
+    tokenizer = AutoTokenizer.from_pretrained(result.folder)
+    batch = _ids(tokenizer)
+    merged = AutoModelForSequenceClassification.from_pretrained(result.folder, num_labels=1).eval()
+    adapter = PeftModel.from_pretrained(load_sequence_classifier(tiny_model, tokenizer), rm.adapter_path).eval()
+    with torch.no_grad():
+        merged_scores, adapter_scores = merged(**batch).logits[:, 0], adapter(**batch).logits[:, 0]
+    assert torch.allclose(merged_scores, adapter_scores, atol=1e-4), (merged_scores, adapter_scores)
+    card = (result.folder / "README.md").read_text()
+    assert "AutoModelForSequenceClassification" in card and "pipeline_tag: text-classification" in card
+
+
+def test_runs_without_an_adapter_are_refused_with_exit_code_2(runs, tiny_model, tmp_path):
+    store, _, _ = runs
+    failed = store.create_run(tiny_config(tiny_model, "sft"))
+    store.finish_run(failed.id, "failed", error="RuntimeError: out of memory")
+    with pytest.raises(ExportError, match="produced no adapter.*out of memory"):
+        export_run(store, failed.id, tmp_path / "x")
+    for run_id, expected in ((failed.id, "produced no adapter"), ("20990101-000000-dead", "no run with id")):
+        done = subprocess.run([sys.executable, str(REPO / "launch.py"), "export", run_id, "--out", str(tmp_path / "y"),
+                               "--workspace", str(store.workspace)], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 2 and expected in done.stderr, done.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
