@@ -23,6 +23,7 @@ from backend.store import RunStore
 
 log = logging.getLogger(__name__)
 SIDES = ("A", "B")
+UPDATE_S_PER_KCHAR = 0.08  # long answers update less often: the page re-renders each in full (Markdown)
 DEFAULT_SOURCES = """\
 # Reward sources: a YAML list, as under reward_sources in a run config
 - type: length
@@ -54,7 +55,8 @@ class ChatSession:
 
 @dataclass
 class ChatTab:
-    load: tuple  # (fn, {inputs, outputs}): fills the model and run choices, for the page's load and tab select
+    load: tuple  # (fn, {inputs, outputs}) for the page's load event: choices and the first selection
+    refresh: tuple  # (fn, {inputs, outputs}) for opening the tab: the choices only (runs may have finished)
 
 
 def shown(history: list[dict], busy: bool = False) -> list[dict]:
@@ -63,6 +65,10 @@ def shown(history: list[dict], busy: bool = False) -> list[dict]:
     if out and out[-1]["role"] == "assistant" and not out[-1]["content"].strip():
         out[-1]["content"] = "…" if busy else "*(an empty answer)*"
     return out
+
+
+def bot_label(side: int, spec: ChatModel | None) -> str:
+    return f"{SIDES[side]} · {spec.label}" if spec else SIDES[side]
 
 
 def reply_stats(label: str, r: chat.Reply | None) -> str:
@@ -187,6 +193,8 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
         return specs, errors
 
     def on_model(side: int):
+        """A person picked another model for one side: a new conversation there, and the models no longer
+        selected leave memory."""
         def handler(value_a, value_b, s: ChatSession):
             specs, errors = specs_of([value_a, value_b])
             s.clear(side)
@@ -196,8 +204,7 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             msg = error_markdown(errors, "Cannot use this model") if errors else \
                 (f"Model {SIDES[side]}: **{html.escape(s.labels[side])}** (loads on the first prompt).{note}"
                  if specs[side] else note.strip())
-            bot = gr.update(value=[], label=f"{SIDES[side]} · {s.labels[side]}" if s.labels[side] else SIDES[side])
-            return bot, msg, s
+            return gr.update(value=[], label=bot_label(side, specs[side])), msg, s
         return handler
 
     def on_send(value_a, value_b, system_text, text, n_tokens, temp, p, s: ChatSession):
@@ -217,10 +224,12 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             yield gr.skip(), gr.skip(), error_markdown([str(e)], "Cannot send"), gr.skip(), s
             return
         asked = [chat.conversation(system_text, s.histories[i], text) if sp else None for i, sp in enumerate(specs)]
+        s.labels = [sp.label if sp else "" for sp in specs]
         for i, sp in enumerate(specs):
             if sp:
                 s.histories[i] = s.histories[i] + [{"role": "user", "content": text},
                                                    {"role": "assistant", "content": ""}]
+        previous, s.asked = s.asked, [a if a is not None else old for a, old in zip(asked, s.asked)]
         views = lambda busy: [shown(h, busy) for h in s.histories]  # noqa: E731
         try:
             loaded = []
@@ -231,12 +240,11 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             jobs = [(m, a) if m else None for m, a in zip(loaded, asked)]
             replies = []
             yield *views(True), "Writing…", "", s
-            for replies in chat.stream_replies(jobs, sampling):
+            for replies in chat.stream_replies(jobs, sampling, min_interval=0.1,
+                                               interval_per_kchar=UPDATE_S_PER_KCHAR):
                 for i, r in enumerate(replies):
                     if r is not None:
-                        s.histories[i][-1]["content"] = r.text
-                        if r.done and not r.error:  # scorable as soon as the page says it is done
-                            s.asked[i] = asked[i]
+                        s.histories[i][-1]["content"] = r.text  # kept as far as it got if Stop is pressed
                 yield *views(True), " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in
                                                            enumerate(replies)) if x), "", s
         except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
@@ -244,6 +252,7 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             for i, sp in enumerate(specs):
                 if sp:
                     s.histories[i] = s.histories[i][:-2]
+            s.asked = previous
             yield *views(False), error_markdown([str(e) if isinstance(e, ValueError) else
                                                  f"{type(e).__name__}: {e}"], "Generation failed"), text, s
             return
@@ -253,9 +262,8 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
                 continue
             if r.error:  # not kept: the next turn should not build on a broken answer
                 s.histories[i] = s.histories[i][:-2]
+                s.asked[i] = previous[i]
                 failed.append(i)
-            else:
-                s.asked[i] = asked[i]
         stats = " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies)) if x)
         if failed:
             stats += " (the failed turn was not kept)"
@@ -305,32 +313,40 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             return gr.skip(), "The Train tab has no reward sources (add some under an RL mode)."
         return sources_yaml(configs), "Copied the Train tab's reward sources."
 
-    def on_refresh(value_a, value_b):
+    def on_load(value_a, value_b):
+        """A fresh page: the choices, the base model on the left and the newest run's adapter on the right."""
         opts = chat.model_choices(store)
         values = [v for _, v in opts]
         runs = [v for v in values if v.startswith(chat.RUN_PREFIX)]
-        # a fresh page starts with the base model on the left and the newest run's adapter on the right
         a = value_a or (values[0] if values else None)
         b = value_b or (runs[0] if runs else None)
+        specs, _ = specs_of([a, b])
         return (gr.update(choices=opts, value=a), gr.update(choices=opts, value=b),
-                gr.update(choices=run_source_choices(store)))
+                gr.update(choices=run_source_choices(store)),
+                *[gr.update(label=bot_label(i, sp)) for i, sp in enumerate(specs)])
+
+    def on_refresh():
+        # choices only: setting values here could undo a pick made while this event was on its way
+        opts = chat.model_choices(store)
+        return gr.update(choices=opts), gr.update(choices=opts), gr.update(choices=run_source_choices(store))
 
     # ---- wiring ----
 
     for i, picker in enumerate(pickers):
-        picker.change(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session],
+        picker.input(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session],
                       show_progress="hidden")
     send_args = dict(fn=on_send, inputs=[*pickers, system, prompt, max_new, temperature, top_p, session],
                      outputs=[*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat",
                      show_progress="hidden")
     sent = send.click(**send_args)
     submitted = prompt.submit(**send_args)
-    stop.click(None, None, None, cancels=[sent, submitted])
+    stop.click(lambda: "Stopped; the answers so far are kept.", None, status, cancels=[sent, submitted],
+               show_progress="hidden")
     clear.click(on_clear, session, [*bots, status, session], show_progress="hidden")
     score.click(on_score, [sources, columns, session], scores)
     from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")
     if train_sources is not None:
         use_train.click(on_train_sources, train_sources.inputs, [sources, scores], show_progress="hidden")
-    refresh_io = dict(inputs=pickers, outputs=[*pickers, from_run])
-    refresh.click(on_refresh, **refresh_io, show_progress="hidden")
-    return ChatTab(load=(on_refresh, refresh_io))
+    refresh.click(on_refresh, None, [*pickers, from_run], show_progress="hidden")
+    return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots])),
+                   refresh=(on_refresh, dict(inputs=None, outputs=[*pickers, from_run])))

@@ -24,13 +24,13 @@ INTRO = ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_mode
 def result_markdown(result: export.ExportResult) -> str:
     what = {"adapter": "Adapter exported", "merged": "Merged model exported",
             "full": "Model exported (a copy: this run fine-tuned every weight, so there is nothing to merge)"}
-    lines = [f"**{what[result.kind]}** to `{result.folder}`."]
+    lines = [f"**{what[result.kind]}.**", "", f"- folder: `{result.folder}`"]
     if result.zip_path:
         size = result.zip_path.stat().st_size / 2**20
-        lines.append(f"Zip: `{result.zip_path}` ({size:.1f} MB); download it below.")
+        lines.append(f"- zip ({size:.1f} MB, download it below): `{result.zip_path}`")
     if result.kind != "adapter":
-        lines.append("The Chat tab lists it under *merged export* (↻ Models).")
-    return " ".join(lines)
+        lines.append("- the Chat tab lists it as *export · " + result.folder.name + "* (↻ Models)")
+    return "\n".join(lines)
 
 
 def build(store: RunStore, select: gr.Dropdown) -> None:

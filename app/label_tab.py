@@ -14,6 +14,7 @@ next one by accident.
 """
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import secrets
@@ -63,15 +64,21 @@ KEYBOARD_JS = """
 
 CSS = """
 .wb-label-card { padding: 10px 14px; border: 1px solid var(--border-color-primary); border-radius: var(--radius-lg);
-  background: var(--block-background-fill); min-height: 3em; }
+  background: var(--block-background-fill); min-height: 2.6em; line-height: 1.5; overflow-wrap: anywhere; }
+.wb-label-card > :first-child { margin-top: 0; }
+.wb-label-card > :last-child { margin-bottom: 0; }
+.wb-label-card pre { background: var(--background-fill-secondary); padding: 8px; border-radius: 6px; overflow-x: auto; }
 .wb-label-prompt { background: var(--background-fill-secondary); font-size: var(--text-lg); }
-.wb-label-answer { min-height: 8em; max-height: 460px; overflow-y: auto; }
-.wb-side { font-weight: 600; margin: 0 0 4px 2px; color: var(--body-text-color-subdued); }
-.wb-kbd { font-family: var(--font-mono); font-size: 11px; padding: 0 5px; border: 1px solid var(--border-color-primary);
-  border-radius: 4px; margin-left: 4px; color: var(--body-text-color-subdued); }
-.wb-label-count { font-size: var(--text-lg); font-variant-numeric: tabular-nums; text-align: right; }
-.wb-label-table { border-collapse: collapse; margin: 4px 0 10px 0; font-size: 13px; }
-.wb-label-table th, .wb-label-table td { padding: 3px 10px; border-bottom: 1px solid var(--border-color-primary);
+.wb-label-answer { min-height: 9em; max-height: 460px; overflow-y: auto; }
+.wb-label-empty { border-style: dashed; }
+.wb-side { font-weight: 600; margin: 2px 0 4px 2px; color: var(--body-text-color-subdued); }
+.wb-role { font-size: 12px; text-transform: uppercase; color: var(--body-text-color-subdued); margin-top: 4px; }
+.wb-label-count { font-size: var(--text-lg); font-variant-numeric: tabular-nums; text-align: right;
+  white-space: nowrap; padding: 8px 4px; }
+.wb-label-tables { display: flex; flex-wrap: wrap; gap: 8px 28px; align-items: flex-start; }
+.wb-label-table { border-collapse: collapse; margin: 4px 0 10px 0; font-size: 13px; width: auto; }
+.wb-label-table th, .wb-label-table td { padding: 3px 10px; border: 0 !important;
+  border-bottom: 1px solid var(--border-color-primary) !important; background: none !important;
   text-align: left; font-variant-numeric: tabular-nums; }
 .wb-label-table td.num, .wb-label-table th.num { text-align: right; }
 """
@@ -84,6 +91,7 @@ class LabelView:
     session_id: str | None = None
     client: str = ""
     annotator: str = ""
+    active: bool = False  # the Labeling tab was opened: only then does this browser take items
     item_id: int | None = None
     shown_progress: str | None = None
     shown_count: str | None = None
@@ -92,7 +100,10 @@ class LabelView:
 
 @dataclass
 class LabelTab:
-    load: tuple  # (fn, {inputs, outputs}) for the page's load event: resumes where this browser was
+    load: tuple  # (fn, {inputs, outputs}) for the page's load event: what this browser was labeling
+    open: tuple  # (fn, {inputs, outputs}) for the tab's select event: resumes on this browser's item
+    remember: gr.BrowserState  # render it outside the tabs: a tab's children mount only when it is opened,
+    # and the page's load event must see what the browser stored
 
 
 # ---- formatting ----
@@ -115,20 +126,39 @@ def model_choices(store: RunStore) -> list:
     return [(m, m) for m in base_models(store)] + labeling.adapter_choices(store)
 
 
-def markdown_text(text: str | None) -> str:
-    """Model output shown as Markdown, with raw HTML shown as text (an answer is not markup for the page)."""
-    return html.escape(text or "", quote=False) if text is not None else ""
+@functools.cache
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").enable("strikethrough")
 
 
-def prompt_markdown(prompt) -> str:
+def markdown_html(text: str | None) -> str:
+    """Model output rendered as Markdown; raw HTML in it shows as text (an answer is not markup for the page)."""
+    return _markdown().render(text or "")
+
+
+def prompt_html(prompt) -> str:
     if isinstance(prompt, list):
-        return "\n\n".join(f"**{html.escape(str(m.get('role', '')))}:** {markdown_text(str(m.get('content') or ''))}"
-                           for m in prompt if isinstance(m, dict))
-    return markdown_text(str(prompt))
+        return "".join(f'<div class="wb-role">{html.escape(str(m.get("role", "")))}</div>'
+                       f'{markdown_html(str(m.get("content") or ""))}' for m in prompt if isinstance(m, dict))
+    return markdown_html(str(prompt))
+
+
+def card(elem_id: str, inner: str, kind: str, header: str | None = None) -> str:
+    """A box whose element `elem_id` holds only the content (Gradio's own block around it also holds a
+    progress timer, which would otherwise show up in the element's text)."""
+    head = f'<div class="wb-side">{html.escape(header)}</div>' if header else ""
+    empty = "" if inner.strip() else " wb-label-empty"
+    return f'{head}<div id="{elem_id}" class="wb-label-card wb-label-{kind}{empty}">{inner}</div>'
 
 
 def count_text(p: SessionProgress | None) -> str:
     return "" if p is None else f"{p.labels} labeled / {p.remaining} remaining"
+
+
+def count_html(p: SessionProgress | None) -> str:
+    return f'<div id="label-count" class="wb-label-count">{html.escape(count_text(p))}</div>'
 
 
 def progress_html(session: LabelSession | None, p: SessionProgress | None, mine: int = 0) -> str:
@@ -186,31 +216,32 @@ def summary_html(store: RunStore, session_id: str | None) -> str:
                                        for i, c in enumerate(r)) + "</tr>" for r in rows)
         return f'<table class="wb-label-table"><tr>{ths}</tr>{trs}</table>'
 
-    parts = [f"<p><b>{s.labels}</b> labels on <b>{s.items_labeled}</b> items by <b>{len(s.annotators)}</b> "
-             "annotators.</p>"]
-    parts.append(table(["label", "count", "share"],
-                       [[labeling.CHOICE_NAMES[c], s.by_choice.get(c, 0), labeling.rate(s.by_choice.get(c, 0), s.labels)]
-                        for c in session.choices], 2))
-    parts.append(table(["annotator", "labels"], [[a, n] for a, n in sorted(s.annotators.items())], 1))
-    if s.multi_annotated:
-        parts.append(f"<p>Agreement: <b>{labeling.rate(round(s.agreement * s.annotator_pairs), s.annotator_pairs)}</b>"
-                     f" of {s.annotator_pairs} annotator pairs chose the same, on {s.multi_annotated} items "
-                     "labeled by several people.</p>")
-    else:
-        parts.append("<p class='wb-dim'>Agreement: no item was labeled by two annotators yet (set "
-                     "<i>Labels per pair</i> above 1 when starting a session to measure it).</p>")
+    head = (f"<p><b>{s.labels}</b> labels on <b>{s.items_labeled}</b> items by <b>{len(s.annotators)}</b> "
+            "annotators.</p>")
+    tables = [table(["label", "count", "share"],
+                    [[labeling.CHOICE_NAMES[c], s.by_choice.get(c, 0), labeling.rate(s.by_choice.get(c, 0), s.labels)]
+                     for c in session.choices], 2),
+              table(["annotator", "labels"], [[a, n] for a, n in sorted(s.annotators.items())], 1)]
     if session.mode == "pair":
         decided = s.sides["A"] + s.sides["B"]
-        parts.append(table(["side", "won", "share of decided"],
-                           [[side, n, labeling.rate(n, decided)] for side, n in s.sides.items()], 2))
-        parts.append(table(["model", "wins", "losses", "ties", "both bad", "win rate"],
-                           [[m["model"], m["wins"], m["losses"], m["ties"], m["both_bad"],
-                             labeling.rate(m["wins"], m["wins"] + m["losses"])] for m in s.models], 5))
+        tables.append(table(["side", "won", "share of decided"],
+                            [[side, n, labeling.rate(n, decided)] for side, n in s.sides.items()], 2))
+        tables.append(table(["model", "wins", "losses", "ties", "both bad", "win rate"],
+                            [[m["model"], m["wins"], m["losses"], m["ties"], m["both_bad"],
+                              labeling.rate(m["wins"], m["wins"] + m["losses"])] for m in s.models], 5))
     else:
-        parts.append(table(["model", "thumbs up", "thumbs down", "up rate"],
-                           [[m["model"], m["up"], m["down"], labeling.rate(m["up"], m["up"] + m["down"])]
-                            for m in s.models], 3))
-    return "".join(parts)
+        tables.append(table(["model", "thumbs up", "thumbs down", "up rate"],
+                            [[m["model"], m["up"], m["down"], labeling.rate(m["up"], m["up"] + m["down"])]
+                             for m in s.models], 3))
+    if s.multi_annotated:
+        agreement = (f"<p>Agreement: <b>{labeling.rate(round(s.agreement * s.annotator_pairs), s.annotator_pairs)}"
+                     f"</b> of {s.annotator_pairs} annotator pairs chose the same, on {s.multi_annotated} items "
+                     "labeled by several people.</p>")
+    else:
+        agreement = ("<p class='wb-dim'>Agreement: no item was labeled by two annotators yet (set "
+                     "<i>Labels per pair</i> above 1 when starting a session to measure it).</p>")
+    return f'{head}<div class="wb-label-tables">{"".join(tables)}</div>{agreement}'
+
 
 
 # ---- layout and events ----
@@ -229,7 +260,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     "Train on these labels" buttons fill the Train tab and open it."""
     workspace = store.workspace
     remember = gr.BrowserState({}, storage_key=STORAGE_KEY + "-" + browser_secret(workspace)[:8],
-                               secret=browser_secret(workspace))
+                               secret=browser_secret(workspace), render=False)
     view = gr.State(LabelView())
 
     gr.Markdown("Compare two answers to each prompt (or rate one) and every label is saved at once. Keys: "
@@ -266,50 +297,49 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
             dataset = gr.Dropdown(label="Dataset", choices=_dataset_choices(store), value=DEFAULT_PROMPTS,
                                   allow_custom_value=True, filterable=True, elem_id="label-dataset", scale=2)
             column = gr.Textbox(label="Column", value="prompt", elem_id="label-column", scale=1, min_width=100)
-            limit = gr.Number(label="Prompts (first N; empty: all)", value=None, minimum=1, precision=0,
+            limit = gr.Number(label="Prompts (first N; 0: all)", value=0, minimum=0, precision=0,
                               elem_id="label-limit", scale=1, min_width=120)
             upload = gr.File(label="Prompt file (.txt one per line, or .jsonl/.csv/.parquet with the column)",
                              file_types=list(labeling.PROMPT_FILE_TYPES), type="filepath", elem_id="label-upload",
                              height=110, visible=False, scale=2)
             typed = gr.Textbox(label="Prompts, one per line (or separated by --- lines)", lines=4,
                                elem_id="label-typed", visible=False, scale=3)
-        with gr.Row(equal_height=True):
-            start = gr.Button("Start labeling session", variant="primary", elem_id="label-start", scale=1)
-            new_message = gr.Markdown("", elem_id="label-message")
+    with gr.Row(equal_height=True):  # outside the accordion: one click starts a session with these settings
+        start = gr.Button("Start a new labeling session", variant="primary", elem_id="label-start", scale=1)
+        new_message = gr.Markdown("", elem_id="label-message")
 
     with gr.Row(equal_height=True):
         session = gr.Dropdown(label="Labeling session", choices=session_choices(store), value=None,
                               elem_id="label-session", scale=4, allow_custom_value=False)
         annotator = gr.Textbox(label="Annotator", elem_id="label-annotator", scale=2, min_width=140,
                                info="Recorded with each label.")
-        count = gr.Markdown("", elem_id="label-count", elem_classes=["wb-label-count"])
+        count = gr.HTML(count_html(None), elem_id="label-count-box", padding=False, min_width=220, scale=1)
     progress = gr.HTML(progress_html(None, None), elem_id="label-progress")
     with gr.Row(equal_height=True):
         resume = gr.Button("Resume generation", size="sm", elem_id="label-resume", visible=False, scale=0)
     item_box = gr.Textbox(visible=False, elem_id="label-item")  # the shown item's id, sent with each label
-    gr.HTML('<div class="wb-side">Prompt</div>', padding=False)
-    prompt = gr.Markdown("", elem_id="label-prompt", elem_classes=["wb-label-card", "wb-label-prompt"],
-                         sanitize_html=True)
+    prompt = gr.HTML(card("label-prompt", "", "prompt", "Prompt"), elem_id="label-prompt-box", padding=False)
     with gr.Row(equal_height=False):
         with gr.Column():
-            side_a = gr.HTML('<div class="wb-side">A</div>', padding=False)
-            answer_a = gr.Markdown("", elem_id="label-answer-a", elem_classes=["wb-label-card", "wb-label-answer"])
+            answer_a = gr.HTML(card("label-answer-a", "", "answer", "A"), elem_id="label-answer-a-box",
+                               padding=False)
         with gr.Column() as column_b:
-            gr.HTML('<div class="wb-side">B</div>', padding=False)
-            answer_b = gr.Markdown("", elem_id="label-answer-b", elem_classes=["wb-label-card", "wb-label-answer"])
-    with gr.Row(visible=True) as pair_buttons:
-        choice_buttons = {
-            "a": gr.Button("A is better  [1]", variant="primary", elem_id="label-choice-a"),
-            "b": gr.Button("B is better  [2]", variant="primary", elem_id="label-choice-b"),
-            "tie": gr.Button("Tie  [3]", elem_id="label-choice-tie"),
-            "both_bad": gr.Button("Both bad  [4]", elem_id="label-choice-both-bad"),
-        }
-    with gr.Row(visible=False) as single_buttons:
-        choice_buttons["up"] = gr.Button("👍 Good  [1]", variant="primary", elem_id="label-choice-up")
-        choice_buttons["down"] = gr.Button("👎 Bad  [2]", variant="stop", elem_id="label-choice-down")
+            answer_b = gr.HTML(card("label-answer-b", "", "answer", "B"), elem_id="label-answer-b-box",
+                               padding=False)
     with gr.Row(equal_height=True):
-        note = gr.Textbox(label="Note (optional, saved with the label)", elem_id="label-note", scale=4, max_lines=2)
-        undo = gr.Button("Undo last label  [U]", elem_id="label-undo", scale=1)
+        with gr.Column(scale=5):
+            with gr.Row(visible=True) as pair_buttons:
+                choice_buttons = {
+                    "a": gr.Button("A is better  [1]", variant="primary", elem_id="label-choice-a"),
+                    "b": gr.Button("B is better  [2]", variant="primary", elem_id="label-choice-b"),
+                    "tie": gr.Button("Tie  [3]", elem_id="label-choice-tie"),
+                    "both_bad": gr.Button("Both bad  [4]", elem_id="label-choice-both-bad"),
+                }
+            with gr.Row(visible=False) as single_buttons:
+                choice_buttons["up"] = gr.Button("Good: thumbs up  [1]", variant="primary", elem_id="label-choice-up")
+                choice_buttons["down"] = gr.Button("Bad: thumbs down  [2]", variant="stop", elem_id="label-choice-down")
+        undo = gr.Button("Undo last label  [U]", elem_id="label-undo", scale=1, min_width=160)
+    note = gr.Textbox(label="Note (optional, saved with the label)", elem_id="label-note", max_lines=2)
     with gr.Accordion("Edit the better answer before saving (optional)", open=False, elem_id="label-edit-box"):
         edit = gr.Textbox(label="Edited answer", lines=4, elem_id="label-edit",
                           info="Saved with the label and exported as the chosen answer (for both bad: a good answer "
@@ -332,7 +362,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
                             elem_id="label-export-ties")
             both_bad = gr.Radio([("Drop", "drop"), ("Keep (KTO: both bad; DPO: your edit beats each)", "keep")],
                                 value="drop", label="Both bad", elem_id="label-export-both-bad")
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=False):
             export = gr.Button("Export labels", variant="primary", elem_id="label-export", scale=1)
             export_file = gr.File(label="Download", elem_id="label-export-file", interactive=False, height=80, scale=2)
         export_summary = gr.Markdown("", elem_id="label-export-summary")
@@ -349,20 +379,29 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     # ---- rendering ----
 
     item_outputs = [item_box, prompt, answer_a, answer_b, count, progress, status, view]
-    session_outputs = [pair_buttons, single_buttons, column_b, side_a, from_b, resume]
+    session_outputs = [pair_buttons, single_buttons, column_b, from_b, resume]
 
     def session_layout(s: LabelSession | None) -> list:
         single = s is not None and s.mode == "single"
         return [gr.update(visible=not single), gr.update(visible=single), gr.update(visible=not single),
-                '<div class="wb-side">Answer</div>' if single else '<div class="wb-side">A</div>',
                 gr.update(visible=not single), gr.update(visible=s is not None and s.status == "failed")]
+
+    def boxes(item: LabelItem | None, single: bool = False) -> list:
+        """[prompt, answer A, answer B] cards for `item` (empty cards while there is none)."""
+        if item is None:
+            return [card("label-prompt", "", "prompt", "Prompt"),
+                    card("label-answer-a", "", "answer", "Answer" if single else "A"),
+                    card("label-answer-b", "", "answer", "B")]
+        return [card("label-prompt", prompt_html(item.prompt), "prompt", "Prompt"),
+                card("label-answer-a", markdown_html(item.answer_a), "answer", "Answer" if single else "A"),
+                card("label-answer-b", markdown_html(item.answer_b), "answer", "B")]
 
     def around(v: LabelView, has_item: bool, message: str | None = None, force: bool = False) -> list:
         """[count, progress, status, view] for the item on the page; unchanged ones are skipped unless forced."""
         s = labeling.get_session(store, v.session_id)
         p = labeling.progress(store, v.session_id)
         mine = labeling.client_label_count(store, v.session_id, v.client)
-        prog, cnt = progress_html(s, p, mine), count_text(p)
+        prog, cnt = progress_html(s, p, mine), count_html(p)
         stat = message if message is not None else ("" if has_item else waiting_status(s, p))
         new = replace(v, shown_progress=prog, shown_count=cnt, shown_status=stat)
         return [cnt if force or cnt != v.shown_count else gr.skip(),
@@ -372,66 +411,80 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     def render(v: LabelView, item: LabelItem | None, message: str | None = None, force: bool = False) -> list:
         """Values for item_outputs: the item (or empty boxes while there is none) and what is around it."""
         if not v.session_id:
-            return [None, "", "", "", "", progress_html(None, None), message or "", replace(v, item_id=None)]
+            return [None, *boxes(None), count_html(None), progress_html(None, None), message or "",
+                    replace(v, item_id=None)]
         v = replace(v, item_id=item.id if item else None)
-        if item is None:
-            values = [None, "", "", ""]
-        else:
-            values = [str(item.id), prompt_markdown(item.prompt), markdown_text(item.answer_a),
-                      markdown_text(item.answer_b)]
-        return values + around(v, item is not None, message, force)
+        single = labeling.get_session(store, v.session_id).mode == "single"
+        return [str(item.id) if item else None, *boxes(item, single)] + around(v, item is not None, message, force)
 
     def join(v: LabelView, session_id: str | None, message: str | None = None) -> list:
+        """Show `session_id`: this browser's item in it once the tab is open (claimed), the progress before."""
         v = replace(v, session_id=session_id or None, item_id=None)
         item = None
-        if v.session_id:
+        if v.session_id and v.active:
             try:
                 label_generator.ensure_generator(store, v.session_id)
             except Exception:  # never block labeling on the generator; the progress shows its state
                 log.exception("starting the generator failed")
             item = labeling.claim_next(store, v.session_id, v.annotator, v.client)
         s = labeling.get_session(store, v.session_id) if v.session_id else None
+        message = message if message is not None or v.active else ""
         return render(v, item, message, force=True) + session_layout(s)
 
     def remembered(v: LabelView) -> dict:
         return {"session": v.session_id, "client": v.client, "annotator": v.annotator}
 
+    def restore(v: LabelView, saved) -> LabelView:
+        """This browser's client id, annotator and session, from its storage (new ones the first time)."""
+        if v.client:
+            return v
+        saved = saved if isinstance(saved, dict) else {}
+        client = saved.get("client") or secrets.token_hex(8)
+        ids = [s.id for s in labeling.list_sessions(store)]
+        session_id = saved.get("session") if saved.get("session") in ids else (ids[0] if ids else None)
+        return replace(v, client=client, annotator=(saved.get("annotator") or "").strip() or annotator_default(client),
+                       session_id=session_id)
+
     # ---- handlers ----
 
     def on_load(saved):
-        saved = saved if isinstance(saved, dict) else {}
-        client = saved.get("client") or secrets.token_hex(8)
-        who = (saved.get("annotator") or "").strip() or annotator_default(client)
+        v = restore(LabelView(), saved)
+        out = join(v, v.session_id)
         choices = session_choices(store)
-        ids = [value for _, value in choices]
-        session_id = saved.get("session") if saved.get("session") in ids else (ids[0] if ids else None)
-        v = LabelView(client=client, annotator=who)
-        out = join(v, session_id)
-        v = out[item_outputs.index(view)]
-        return [remembered(v), gr.update(choices=choices, value=session_id), who,
+        return [remembered(v), gr.update(choices=choices, value=v.session_id), v.annotator,
                 gr.update(open=not choices), gr.update(choices=model_choices(store)),
-                gr.update(choices=model_choices(store)), summary_html(store, session_id)] + out
+                gr.update(choices=model_choices(store)), summary_html(store, v.session_id)] + out
 
     load_outputs = [remember, session, annotator, new_box, model_a, model_b, summary] + item_outputs + session_outputs
+
+    def on_open(v: LabelView, saved):
+        known = bool(v.client)  # the page's load event has filled the annotator box already
+        v = replace(restore(v, saved), active=True)
+        out = join(v, v.session_id)
+        return [remembered(v), gr.update(choices=session_choices(store), value=v.session_id),
+                gr.skip() if known else v.annotator] + out
+
+    open_outputs = [remember, session, annotator] + item_outputs + session_outputs
 
     def on_mode(m, c):
         pair = m == "pair"
         return gr.update(visible=pair), gr.update(visible=pair and c == "models"), gr.update(visible=pair)
 
     def on_source(src):
-        return (gr.update(visible=src == "dataset"), gr.update(visible=src == "dataset"),
-                gr.update(visible=src == "dataset"), gr.update(visible=src == "upload"), gr.update(visible=src == "typed"))
+        return tuple(gr.update(visible=src == shown) for shown in ("dataset", "dataset", "dataset", "upload", "typed"))
 
     def on_start(v: LabelView, m, c, nm, ma, mb, ta, tb, mx, k, src, ds, col, lim, up, txt, who):
-        who = (who or "").strip() or v.annotator or annotator_default(v.client or "anon")
-        v = replace(v, client=v.client or secrets.token_hex(8), annotator=who)
+        client = v.client or secrets.token_hex(8)
+        v = replace(v, client=client, annotator=(who or "").strip() or v.annotator or annotator_default(client),
+                    active=True)
         try:
             settings = labeling.GenerationSettings.build(temperature_a=ta, temperature_b=tb if m == "pair" else None,
                                                          max_new_tokens=mx, labels_per_item=k)
             if src == "upload":
                 if not up:
                     raise LabelError("upload a prompt file first (or choose another prompt source)")
-                prompts, where = labeling.load_prompts(file=up, column=col, limit=lim, workspace=workspace), Path(up).name
+                prompts = labeling.load_prompts(file=up, column=col, limit=lim, workspace=workspace)
+                where = Path(up).name
             elif src == "typed":
                 prompts, where = labeling.load_prompts(text=txt or "", limit=lim, workspace=workspace), "typed prompts"
             else:
@@ -450,11 +503,11 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
                 [gr.skip()] * (len(item_outputs) + len(session_outputs))
         out = join(v, s.id, "Generating the first answers…")
         v = out[item_outputs.index(view)]
-        return [remembered(v), gr.update(choices=session_choices(store), value=s.id), gr.update(open=False), who,
-                f"Started **{s.name}** (`{s.id}`): {len(prompts)} prompts."] + out
+        return [remembered(v), gr.update(choices=session_choices(store), value=s.id), gr.update(open=False),
+                v.annotator, f"Started **{s.name}** (`{s.id}`): {len(prompts)} prompts."] + out
 
     def on_session(v: LabelView, session_id, who):
-        v = replace(v, annotator=(who or "").strip() or v.annotator)
+        v = replace(v, annotator=(who or "").strip() or v.annotator, active=True)
         out = join(v, session_id)
         return [remembered(out[item_outputs.index(view)]), summary_html(store, session_id)] + out
 
@@ -468,7 +521,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
             if not v.session_id:
                 return render(v, None, NO_SESSION, force=True) + [gr.skip(), gr.skip(), gr.skip()]
             who = (who or "").strip() or v.annotator
-            v = replace(v, annotator=who)
+            v = replace(v, annotator=who, active=True)
             message = None
             if item_id:
                 try:
@@ -502,7 +555,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
         return render(v, item, message) + [undone.edited_text or "", undone.note or ""]
 
     def on_tick(v: LabelView):
-        if not v.session_id:
+        if not v.session_id or not v.active:
             return [gr.skip()] * len(item_outputs)
         try:
             state = label_generator.ensure_generator(store, v.session_id)
@@ -576,7 +629,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     start.click(on_start, [view, mode, compare, name, model_a, model_b, temp_a, temp_b, max_new, overlap, source,
                            dataset, column, limit, upload, typed, annotator],
                 [remember, session, new_box, annotator, new_message] + item_outputs + session_outputs,
-                concurrency_limit=None)
+                concurrency_limit=None, show_progress="minimal", show_progress_on=[new_message])
     session.input(on_session, [view, session, annotator], [remember, summary] + item_outputs + session_outputs,
                   show_progress="hidden")
     annotator.blur(on_annotator, [view, annotator], [remember, view, annotator], show_progress="hidden")
@@ -591,13 +644,15 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     resume.click(on_resume, view, item_outputs + session_outputs, show_progress="hidden")
     from_a.click(on_edit_from("a"), item_box, edit, show_progress="hidden")
     from_b.click(on_edit_from("b"), item_box, edit, show_progress="hidden")
-    export.click(on_export, [view, fmt, file_type, chat, ties, both_bad], [export_file, export_summary])
+    export.click(on_export, [view, fmt, file_type, chat, ties, both_bad], [export_file, export_summary],
+                 show_progress="minimal", show_progress_on=[export_summary])
     summary_refresh.click(lambda v: summary_html(store, v.session_id), view, summary, show_progress="hidden")
     if train_fields and tabs is not None:
         outputs = [train_fields["mode"], train_fields["dataset"], train_fields["model"], tabs, export_summary]
         for train_mode, button in train_buttons.items():
             button.click(make_train_handler(train_mode), view, outputs, show_progress="hidden")
-    return LabelTab(load=(on_load, dict(inputs=[remember], outputs=load_outputs)))
+    return LabelTab(load=(on_load, dict(inputs=[remember], outputs=load_outputs)),
+                    open=(on_open, dict(inputs=[view, remember], outputs=open_outputs)), remember=remember)
 
 
 def _dataset_choices(store: RunStore) -> list:

@@ -86,7 +86,7 @@ def build_app(workspace: str | Path) -> gr.Blocks:
                 play = playground_tab.build(store, train.sources)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:
                 chat = chat_tab.build(store, train.sources)
-            with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling"):
+            with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as label_page:
                 fields = train.form.components
                 label = label_tab.build(store, timer, {k: fields[k] for k in ("mode", "dataset", "model")}, tabs)
 
@@ -99,10 +99,13 @@ def build_app(workspace: str | Path) -> gr.Blocks:
         demo.load(prompts_fn, **prompts_io, show_progress="hidden")
         chat_fn, chat_io = chat.load
         demo.load(chat_fn, **chat_io, show_progress="hidden")
-        chat_page.select(chat_fn, **chat_io, show_progress="hidden")  # runs finished since: new choices
+        chat_page.select(chat.refresh[0], **chat.refresh[1], show_progress="hidden")  # runs finished since
         demo.load(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
+        label.remember.render()  # outside the tabs, so the page's load event reads the browser's storage
         label_fn, label_io = label.load
         demo.load(label_fn, **label_io, show_progress="hidden")
+        open_fn, open_io = label.open
+        label_page.select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
     return demo
 
 

@@ -105,7 +105,8 @@ class LoadedModel:
     model: object
     tokenizer: object
     device: str
-    lock: threading.Lock = field(default_factory=threading.Lock)  # one generate at a time per model
+    # a fast tokenizer mutates its padding/truncation state while encoding: one encode at a time
+    encode_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def load_chat_model(spec: ChatModel) -> LoadedModel:
@@ -130,8 +131,8 @@ def load_chat_model(spec: ChatModel) -> LoadedModel:
 class ChatModelCache:
     """At most `capacity` loaded models keyed by (model, adapter); the least recently used goes first.
 
-    Loads are serialised (two at once would only fight over memory); generation is not: each LoadedModel has
-    its own lock, so the two sides generate in parallel and a model picked on both sides loads once.
+    Loads are serialised (two at once would only fight over memory); generation is not: the two sides generate
+    in parallel, and a model picked on both sides loads once and serves both (inference only reads weights).
     """
 
     def __init__(self, capacity: int = 2, loader=load_chat_model):
@@ -276,8 +277,9 @@ def _generate(loaded: LoadedModel, messages: list[dict], sampling: Sampling, str
     import torch
 
     try:
-        inputs = prompt_inputs(loaded.tokenizer, messages).to(loaded.device)
-        with loaded.lock, torch.no_grad():
+        with loaded.encode_lock:
+            inputs = prompt_inputs(loaded.tokenizer, messages).to(loaded.device)
+        with torch.no_grad():
             loaded.model.generate(**inputs, streamer=streamer, pad_token_id=loaded.tokenizer.pad_token_id,
                                   stopping_criteria=_stop_criteria(stop), **sampling.generate_kwargs())
     except Exception as e:  # noqa: BLE001 - the UI shows it on that side; the other side goes on
@@ -285,10 +287,13 @@ def _generate(loaded: LoadedModel, messages: list[dict], sampling: Sampling, str
 
 
 def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | None], sampling: Sampling,
-                   min_interval: float = 0.05) -> Iterator[list[Reply | None]]:
+                   min_interval: float = 0.05, interval_per_kchar: float = 0.0) -> Iterator[list[Reply | None]]:
     """Generate an answer to each (model, messages) job at once, one thread each; yields snapshots of every
-    reply (None for a None job) as text arrives, at most every `min_interval` seconds, and a last one when all
-    are done. Closing the iterator early (the page went away) stops the generation threads at their next token."""
+    reply (None for a None job) as text arrives, and a last one when all are done. Snapshots are at least
+    `min_interval` s apart, plus `interval_per_kchar` s per 1000 characters written so far (at most 1 s): a
+    browser re-renders each answer in full on every update, so a long answer must update less often or the page
+    falls behind. Closing the iterator early (the page went away) stops the generation threads at their next
+    token."""
     sampling.check()
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
@@ -332,7 +337,8 @@ def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | None], sampling: 
                 if end and not r.done:
                     r.done = True
                     pending.discard(side)
-            if pending and time.time() - last < min_interval:
+            chars = sum(len(r.text) for r in replies if r is not None)
+            if pending and time.time() - last < max(min_interval, min(1.0, interval_per_kchar * chars / 1000)):
                 continue
             last = time.time()
             yield replies

@@ -57,6 +57,14 @@ def preflight(config: RunConfig, workspace: Path) -> None:
             from backend.rewards import validate_sources
 
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
+    if config.mode == "ppo" and config.ppo.value_init_run:
+        from backend.rewards import RewardSourceError
+        from backend.rewards.model import locate_reward_model
+
+        try:
+            locate_reward_model(config.ppo.value_init_run, Path(workspace))
+        except RewardSourceError as e:
+            errors.append(f"ppo.value_init_run: {e}")
     if errors:
         raise ConfigError(errors)
 

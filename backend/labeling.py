@@ -53,7 +53,7 @@ class LabelError(ValueError):
 
 @dataclass
 class GenerationSettings:
-    max_new_tokens: int = 96
+    max_new_tokens: int = 64  # short on purpose: a CPU writes ~8 tokens/s; raise it on a GPU
     temperature_a: float = 0.8
     temperature_b: float = 0.8
     top_p: float = 0.95
@@ -173,15 +173,21 @@ class ExportSummary:
         kind = "conversational" if self.conversational else "plain text"
         parts = [f"{self.rows} {self.fmt.upper()} rows ({kind}) from {self.items} labeled prompts"]
         if self.kept:
-            parts.append("kept: " + ", ".join(f"{n} {k}" for k, n in self.kept.items()))
+            parts.append("kept: " + ", ".join(_counted(n, k) for k, n in self.kept.items()))
         dropped = {k: n for k, n in self.dropped.items() if n}
-        parts.append("dropped: " + (", ".join(f"{n} {k}" for k, n in dropped.items()) if dropped else "none"))
+        parts.append("dropped: " + (", ".join(_counted(n, k) for k, n in dropped.items()) if dropped else "none"))
         if self.edited:
-            parts.append(f"{self.edited} edited answers used")
+            parts.append(f"{self.edited} edited {'answer' if self.edited == 1 else 'answers'} used")
         return "; ".join(parts)
 
 
 # ---- helpers ----
+
+def _counted(n: int, what: str) -> str:
+    """Like "1 tie", "2 ties" or "1 both bad"."""
+    singular = {"ties": "tie", "disagreements": "disagreement", "empty answers": "empty answer"}
+    return f"{n} {singular.get(what, what) if n == 1 else what}"
+
 
 def new_session_id() -> str:
     return "lab-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
@@ -302,12 +308,15 @@ def _column(ds, column: str, where: str) -> list:
 # ---- models: a plain spec, or run:<id> for a run's adapter ----
 
 def describe_model(store: RunStore, spec: str) -> str:
+    """A short name: a run's adapter by the run's name, a local folder by its own name."""
     if spec and spec.startswith("run:"):
         try:
             run = store.get_run(spec[4:])
-            return f"{run.name} (adapter on {run.config.model})"
+            return f"{run.name} (adapter on {describe_model(store, run.config.model)})"
         except KeyError:
             return spec
+    if spec and spec.startswith(("/", ".", "~")) and Path(spec).expanduser().is_dir():
+        return Path(spec).name
     return spec
 
 
@@ -530,7 +539,8 @@ def commit_label(store: RunStore, session_id: str, item_id: int, choice: str, an
         allowed = PAIR_CHOICES if mode == "pair" else SINGLE_CHOICES
         if choice not in allowed:
             raise LabelError(f"choice {choice!r}: a {mode} session takes {', '.join(allowed)}")
-        item = db.execute("SELECT * FROM label_items WHERE id=? AND session_id=?", (int(item_id), session_id)).fetchone()
+        item = db.execute("SELECT * FROM label_items WHERE id=? AND session_id=?",
+                          (int(item_id), session_id)).fetchone()
         if item is None:
             raise LabelError(f"item {item_id} is not part of session {session_id}")
         if item["status"] == "new":
@@ -863,7 +873,8 @@ def summarize(store: RunStore, session_id: str) -> LabelSummary:
                         annotators=dict(Counter(lab.annotator for lab in labs)), items_labeled=len(per_item),
                         multi_annotated=multi, agreement=(agree / pairs) if pairs else None, annotator_pairs=pairs,
                         sides=sides if session.mode == "pair" else {},
-                        models=[{"model": name, **{k: c.get(k, 0) for k in keys}} for name, c in sorted(models.items())])
+                        models=[{"model": name, **{k: c.get(k, 0) for k in keys}}
+                                for name, c in sorted(models.items())])
 
 
 def session_counts(store: RunStore, session: LabelSession) -> dict:

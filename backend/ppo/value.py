@@ -110,6 +110,17 @@ def classifier_from_reward_model(location: str, tokenizer, dtype=torch.float32):
     return model.to(dtype)
 
 
+def _without_output_layer(lora_config):
+    """The policy's LoRA settings for the classifier, which has a score head where the policy has lm_head."""
+    import copy
+
+    targets = lora_config.target_modules
+    if isinstance(targets, (list, set, tuple)) and "lm_head" in targets:
+        lora_config = copy.deepcopy(lora_config)
+        lora_config.target_modules = [t for t in targets if t != "lm_head"] or "all-linear"
+    return lora_config
+
+
 def build_value_model(kind: str, model_path: str, tokenizer, lora_config=None, init_from: str = "",
                       policy=None, dtype=torch.float32):
     """The value model of a run: kind "separate" (a classifier, from `init_from`'s reward model when given,
@@ -126,5 +137,5 @@ def build_value_model(kind: str, model_path: str, tokenizer, lora_config=None, i
     if lora_config is not None:
         from peft import get_peft_model
 
-        classifier = get_peft_model(classifier, lora_config)  # SEQ_CLS: the score head trains in full too
+        classifier = get_peft_model(classifier, _without_output_layer(lora_config))  # SEQ_CLS: the head trains too
     return SeparateValueModel(classifier, init_from=init_from)
