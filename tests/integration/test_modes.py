@@ -118,11 +118,12 @@ def test_a_finished_reward_model_run_loads_as_a_scorer(finished):
     ("kto", "demo-preference", "`completion`, `label`"),
     ("grpo", "demo-sft-instructions", "`prompt`"),
     ("rloo", "demo-sft-instructions", "`prompt`"),
+    ("ppo", "demo-sft-instructions", "`prompt`"),
 ])
 def test_a_dataset_of_the_wrong_format_is_refused_before_any_process_starts(tiny_model, workspace, mode, dataset,
                                                                            missing):
     config = tiny_config(tiny_model, mode, dataset=dataset, **({"reward_sources": SOURCES[1:]}
-                                                               if mode in ("grpo", "rloo") else {}))
+                                                               if mode in ("grpo", "rloo", "ppo") else {}))
     with pytest.raises(ConfigError) as err:
         preflight(config, workspace)
     (line,) = err.value.errors

@@ -128,7 +128,7 @@ def test_a_value_model_from_an_rm_run_starts_as_that_reward_model(runs, tiny_mod
     value = build_value_model("separate", str(tiny_model), tokenizer, lora_config(config, task_type="SEQ_CLS"),
                               init_from=str(store.run_dir(rm.id) / "adapter"))
     reward_model, _ = load_reward_model(store.run_dir(rm.id))
-    batch = tokenizer(["The capital of France is Paris.<|im_end|>"], return_tensors="pt")
+    batch = tokenizer(["The capital of France is Paris."], return_tensors="pt")  # no pad (= eos) inside
     positions = torch.arange(batch["input_ids"].shape[1]).unsqueeze(0)
     with torch.no_grad():
         values = value(batch["input_ids"], batch["attention_mask"], positions)

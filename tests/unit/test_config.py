@@ -131,3 +131,40 @@ def test_kto_loss_needs_two_examples_per_batch():
 def test_unknown_loss_types_are_refused_with_the_field_named():
     (err,) = errors_of({"mode": "dpo", "dpo": {"loss_type": "exo_pair"}})
     assert err.startswith("dpo.loss_type:") and "'sigmoid'" in err
+
+
+# ---- ppo ----
+
+def test_ppo_settings_have_the_published_defaults_and_apply_only_to_ppo():
+    p = build_config({"mode": "ppo", "reward_sources": [REGEX_SOURCE]}).ppo
+    assert (p.gamma, p.lam, p.cliprange, p.cliprange_value, p.vf_coef) == (1.0, 0.95, 0.2, 0.2, 0.1)
+    assert (p.num_ppo_epochs, p.num_mini_batches, p.kl_coef, p.adaptive_kl, p.whiten_rewards) == (4, 1, 0.05, False,
+                                                                                                  False)
+    assert (p.value_model, p.value_init_run, p.missing_eos_penalty) == ("separate", "", 0.0)
+    modes = {path: info.json_schema_extra.get("modes") for path, info in field_paths()}
+    assert all(modes[p] == ["ppo"] for p in modes if p.startswith("ppo."))
+    assert modes["rl.beta"] == ["grpo", "rloo"]  # PPO has its own KL coefficient, ppo.kl_coef
+
+
+def test_ppo_rollout_batch_must_hold_whole_groups_and_one_completion_per_prompt_is_enough():
+    base = {"mode": "ppo", "reward_sources": [REGEX_SOURCE]}
+    assert build_config({**base, "per_device_train_batch_size": 3, "rl": {"num_generations": 1}})
+    assert build_config({**base, "per_device_train_batch_size": 1, "rl": {"num_generations": 2},
+                         "ppo": {"num_mini_batches": 2}})
+    (err,) = errors_of({**base, "per_device_train_batch_size": 3, "rl": {"num_generations": 2}})
+    assert err.startswith("rl.num_generations: PPO samples 2 completions per prompt")
+    assert "3 × 1 × 1 = 3 completions per process" in err
+    (err,) = errors_of({"mode": "grpo", "reward_sources": [REGEX_SOURCE], "rl": {"num_generations": 1}})
+    assert err.startswith("rl.num_generations: GRPO compares completions") and "at least 2" in err
+
+
+def test_ppo_cross_field_checks_name_the_setting_to_change():
+    base = {"mode": "ppo", "reward_sources": [REGEX_SOURCE]}
+    (err,) = errors_of({**base, "ppo": {"value_model": "shared", "value_init_run": "20260101-000000-abcd"}})
+    assert err.startswith("ppo.value_init_run:") and "separate" in err
+    (err,) = errors_of({**base, "ppo": {"adaptive_kl": True, "kl_coef": 0}})
+    assert err.startswith("ppo.kl_coef:") and "adaptive" in err
+    (err,) = errors_of({**base, "ppo": {"lam": 1.5}})
+    assert err.startswith("ppo.lam:")
+    c = build_config({**base, "ppo": {"value_init_run": "  20260101-000000-abcd "}})
+    assert c.ppo.value_init_run == "20260101-000000-abcd"
