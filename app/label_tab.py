@@ -76,7 +76,7 @@ CSS = """
 .wb-label-count { font-size: var(--text-lg); font-variant-numeric: tabular-nums; text-align: right;
   white-space: nowrap; padding: 8px 4px; }
 .wb-label-tables { display: flex; flex-wrap: wrap; gap: 8px 28px; align-items: flex-start; }
-.wb-label-table { border-collapse: collapse; margin: 4px 0 10px 0; font-size: 13px; width: auto; }
+.wb-label-table { border-collapse: collapse; margin: 4px 0 10px 0; font-size: 13px; width: auto; border: 0 !important; }
 .wb-label-table th, .wb-label-table td { padding: 3px 10px; border: 0 !important;
   border-bottom: 1px solid var(--border-color-primary) !important; background: none !important;
   text-align: left; font-variant-numeric: tabular-nums; }

@@ -4,11 +4,13 @@ rewards, printed as a table with the time per step.
 
 It trains in-process (no worker, same trainer as the `ppo` mode) from presets/ppo_demo.yaml: demo-math,
 numeric_match (correct, weight 1) + the <answer>N</answer> format regex (weight 0.5), LoRA r=8 on q_proj,v_proj,
-4 completions (2 prompts × 2) of up to 32 tokens per rollout, 2 PPO epochs, kl_coef 0.05. `--reward length`
-swaps the sources for a length rule (1 at 12 tokens, 0 at 0 or 24), which a 135M model moves within a few
-steps. Any setting can be overridden with --set, as in `launch.py train`.
+4 completions (2 prompts × 2) of up to 32 tokens per rollout, 2 PPO epochs, kl_coef 0.05. By default the
+reward is a length rule instead (1 at 16 tokens, falling linearly to 0 at 0 and 32), which gives every
+completion a graded score that a 135M model moves within a few steps; `--reward preset` keeps the preset's
+correctness + format sources (mostly 0 for the first dozens of steps). Any setting can be overridden with --set,
+as in `launch.py train`.
 
-  .venv/bin/python bench/ppo_quality.py [--steps 10] [--reward preset|length] [--set key=value ...]
+  .venv/bin/python bench/ppo_quality.py [--steps 10] [--reward length|preset] [--set key=value ...]
 """
 from __future__ import annotations
 
@@ -25,13 +27,13 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-LENGTH_SOURCES = [{"type": "length", "name": "length", "params": {"target": 12, "unit": "tokens", "tolerance": 1.0}}]
+LENGTH_SOURCES = [{"type": "length", "name": "length", "params": {"target": 16, "unit": "tokens", "tolerance": 1.0}}]
 
 
 def train(steps: int, reward: str, overrides: list[str], workspace: Path):
     from transformers import PrinterCallback
 
-    from backend.config import load_config
+    from backend.config import build_config, load_config
     from backend.data import prepare_dataset
     from backend.models import resolve_model
     from backend.modes import mode_module
@@ -41,7 +43,7 @@ def train(steps: int, reward: str, overrides: list[str], workspace: Path):
     sets = [f"max_steps={steps}", "logging_steps=1"] + list(overrides)
     config = load_config(REPO / "presets" / "ppo_demo.yaml", sets)
     if reward == "length":
-        config = config.model_copy(update={"reward_sources": LENGTH_SOURCES})
+        config = build_config({**config.model_dump(), "reward_sources": LENGTH_SOURCES})
     store = RunStore(workspace)
     run = store.create_run(config)
     model_path = resolve_model(config.model)
@@ -58,11 +60,13 @@ def train(steps: int, reward: str, overrides: list[str], workspace: Path):
 
 
 def table(config, rows) -> str:
-    sources = [name for name in (s.name or s.type for s in config.reward_sources)]
+    from backend.rewards import source_names
+
+    sources = source_names(config.reward_sources)
     columns = [("step", "step", "{:>4}"), ("reward", "objective/scores", "{:>7.3f}")]
     columns += [(name[:9], f"rewards/{name}/mean", "{:>9.3f}") for name in sources]
     columns += [("KL", "objective/kl", "{:>7.3f}"), ("kl_coef", "objective/kl_coef", "{:>7.4f}"),
-                ("rlhf_rew", "objective/rlhf_reward", "{:>8.3f}"), ("length", "completions/mean_length", "{:>6.1f}"),
+                ("rlhf_rew", "objective/rlhf_reward", "{:>8.3f}"), ("tokens", "completions/mean_length", "{:>6.1f}"),
                 ("clipfrac", "policy/clipfrac", "{:>8.3f}"), ("approxkl", "policy/approxkl", "{:>8.4f}"),
                 ("v_loss", "loss/value", "{:>7.4f}"), ("s/step", "step_time", "{:>6.1f}")]
     header = " ".join(f"{title:>{len(fmt.format(0))}}" for title, _, fmt in columns)
@@ -75,7 +79,7 @@ def table(config, rows) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--reward", choices=["preset", "length"], default="preset")
+    p.add_argument("--reward", choices=["length", "preset"], default="length")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as workspace:
@@ -95,7 +99,7 @@ def main(argv=None) -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
     print(f"\nreward: first {half} steps {first:.3f}, last {half} steps {last:.3f} (change {last - first:+.3f}); "
           f"final KL {rows[-1]['objective/kl']:.3f} nats")
-    print(f"time per step: mean {sum(steady) / len(steady):.1f} s (after the first: {times[0]:.1f} s), "
+    print(f"time per step: mean {sum(steady) / len(steady):.1f} s over steps 2-{len(times)}, first {times[0]:.1f} s; "
           f"model load {load_time:.1f} s, total {total:.0f} s, peak RSS {rss:.2f} GiB")
     return 0
 
