@@ -59,7 +59,7 @@ def counts(page) -> tuple[int, int]:
 
 def wait_for_count(page, labeled, remaining):
     page.wait_for_function(f"() => (document.querySelector('#label-count')?.innerText || '').trim()"
-                           f" === '{labeled} labeled / {remaining} remaining'", timeout=30_000)
+                           f" === '{labeled} labeled / {remaining} remaining'", timeout=90_000)
 
 
 def wait_for_pair(page, timeout=180_000):
@@ -200,6 +200,7 @@ def test_single_answers_get_thumbs_up_or_down(ui_server, store, browser, tiny_mo
     page.screenshot(path=str(SHOTS / "single.png"), full_page=True)
     for key in ("1", "2"):
         press_and_wait(page, key)
+    wait_for_pair(page)  # the third answer may still be generating: a key with no answer shown does nothing
     page.keyboard.press("1")
     wait_for_count(page, 3, 0)
     [session] = labeling.list_sessions(store)
