@@ -2,13 +2,12 @@
 """PPO quality on the embedded model: the reward curve and the KL from the reference over N steps with rule
 rewards, printed as a table with the time per step.
 
-It trains in-process (no worker, same trainer as the `ppo` mode) from presets/ppo_demo.yaml: demo-math,
-numeric_match (correct, weight 1) + the <answer>N</answer> format regex (weight 0.5), LoRA r=8 on q_proj,v_proj,
-4 completions (2 prompts × 2) of up to 32 tokens per rollout, 2 PPO epochs, kl_coef 0.05. By default the
-reward is a length rule instead (1 at 16 tokens, falling linearly to 0 at 0 and 32), which gives every
-completion a graded score that a 135M model moves within a few steps; `--reward preset` keeps the preset's
-correctness + format sources (mostly 0 for the first dozens of steps). Any setting can be overridden with --set,
-as in `launch.py train`.
+It trains in-process (no worker, same trainer as the `ppo` mode) from presets/ppo_demo.yaml (demo-math, LoRA
+r=8 on q_proj,v_proj, completions of up to 32 tokens, 2 per prompt, kl_coef 0.05, separate value model) with
+settings that move within ten steps: 8 completions per rollout, 4 PPO epochs, learning rate 5e-4. The reward is
+a length rule (1 at 16 tokens, falling linearly to 0 at 0 and 32), which gives every completion a graded score;
+`--reward preset` keeps the preset's correctness + format sources instead (mostly 0 for the first dozens of
+steps on a 135M model). Any setting can be overridden with --set, as in `launch.py train`.
 
   .venv/bin/python bench/ppo_quality.py [--steps 10] [--reward length|preset] [--set key=value ...]
 """
@@ -27,6 +26,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+BENCH_SETTINGS = ["learning_rate=0.0005", "per_device_train_batch_size=8", "ppo.num_ppo_epochs=4"]
 LENGTH_SOURCES = [{"type": "length", "name": "length", "params": {"target": 16, "unit": "tokens", "tolerance": 1.0}}]
 
 
@@ -40,7 +40,7 @@ def train(steps: int, reward: str, overrides: list[str], workspace: Path):
     from backend.store import RunStore
     from backend.training import TrainContext
 
-    sets = [f"max_steps={steps}", "logging_steps=1"] + list(overrides)
+    sets = [f"max_steps={steps}", "logging_steps=1", *BENCH_SETTINGS, *overrides]
     config = load_config(REPO / "presets" / "ppo_demo.yaml", sets)
     if reward == "length":
         config = build_config({**config.model_dump(), "reward_sources": LENGTH_SOURCES})

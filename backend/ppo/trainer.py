@@ -428,7 +428,9 @@ class PPOTrainer(Trainer):
                 if a.max_grad_norm and a.max_grad_norm > 0:
                     norm = acc.clip_grad_norm_(model.parameters(), a.max_grad_norm)
                     add("grad_norm", norm.detach() if torch.is_tensor(norm) else norm)
+                self.control = self.callback_handler.on_pre_optimizer_step(a, self.state, self.control)
                 self.optimizer.step()
+                self.control = self.callback_handler.on_optimizer_step(a, self.state, self.control)
                 self.optimizer.zero_grad(set_to_none=True)
                 counts["optimizer"] += 1
         means = {k: v / (counts["optimizer"] if k == "grad_norm" else counts["micro"]) for k, v in sums.items()}

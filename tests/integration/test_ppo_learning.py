@@ -108,3 +108,30 @@ def test_training_is_deterministic_for_a_seed(learned, tiny_model, tmp_path_fact
     assert len(repeat) == 3
     for a, b in zip(first, repeat):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-7)
+
+
+def test_full_fine_tuning_with_minibatches_and_accumulation_makes_one_optimizer_step_per_minibatch(
+        tiny_model, tmp_path_factory):
+    """finetuning: full keeps a frozen copy as the reference; 2 minibatches × 2 PPO epochs = 4 optimizer steps
+    per rollout, each summing 2 micro-batches of 1 completion."""
+    import torch
+    from transformers import TrainerCallback
+
+    class CountSteps(TrainerCallback):
+        optimizer_steps = 0
+
+        def on_optimizer_step(self, args, state, control, **kwargs):
+            CountSteps.optimizer_steps += 1
+
+    trainer, _, _ = toy_trainer(tiny_model, tmp_path_factory.mktemp("full"), finetuning="full", max_steps=2,
+                                learning_rate=1e-4, per_device_train_batch_size=1, gradient_accumulation_steps=2,
+                                ppo={"num_mini_batches": 2, "num_ppo_epochs": 2, "whiten_rewards": True})
+    reference = {k: v.clone() for k, v in trainer.ref_model.state_dict().items()}
+    trainer.add_callback(CountSteps())
+    trainer.train()
+    assert CountSteps.optimizer_steps == 2 * 2 * 2
+    logs = step_logs(trainer)
+    assert len(logs) == 2 and all(math.isfinite(row["objective/kl"]) for row in logs)
+    assert all(torch.equal(v, reference[k]) for k, v in trainer.ref_model.state_dict().items())
+    policy = trainer.policy.state_dict()
+    assert any(not torch.equal(policy[k], reference[k]) for k in reference)
