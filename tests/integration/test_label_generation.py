@@ -11,18 +11,10 @@ from backend import labeling as L
 from backend.config import build_config
 from backend.jobs import submit_run
 from backend.store import RunStore
+from tests.waiting import wait_for
 
 PROMPTS = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Why is the sky blue?", "Count to three.",
            "Write a haiku.", "What is a cat?", "Name a fruit."]
-
-
-def wait_for(predicate, timeout, every=0.3, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        if value := predicate():
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def new_session(store, model, prompts=PROMPTS, **settings):

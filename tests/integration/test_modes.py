@@ -11,6 +11,7 @@ import pytest
 from backend.config import ConfigError, build_config
 from backend.jobs import preflight, submit_run
 from backend.store import RunStore
+from tests.waiting import wait_for
 
 STEPS = 2
 SOURCES = [
@@ -33,15 +34,6 @@ KEYS = {
     "grpo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "completions/mean_length"},
     "rloo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "kl"},
 }
-
-
-def wait_for(predicate, timeout, every=0.5, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        if value := predicate():
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def tiny_config(model, mode, **settings):

@@ -15,6 +15,7 @@ import pytest
 from backend.config import ConfigError, build_config
 from backend.jobs import preflight, stop_run, submit_run
 from backend.store import RunStore
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [
@@ -25,15 +26,6 @@ PPO_KEYS = {"objective/kl", "objective/rlhf_reward", "objective/scores", "object
             "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
             "completions/mean_length", "rewards/correct/mean", "rewards/correct/std", "rewards/format/mean",
             "rewards/format/std", "learning_rate"}
-
-
-def wait_for(predicate, timeout, every=0.5, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        if value := predicate():
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def tiny(model, mode, **settings):

@@ -12,18 +12,9 @@ import pytest
 from backend.config import build_config
 from backend.jobs import dispatch, stop_run, submit_run
 from backend.store import RunStore
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_for(predicate, timeout=180, every=0.5, what="condition"):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def cli(*args, workspace, timeout=300):
