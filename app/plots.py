@@ -129,3 +129,55 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
 def build_metrics_figure(rows: Iterable[dict], alpha: float = 0.3) -> go.Figure:
     """One subplot per metric name in `rows` (store metric rows), each with a raw and an EMA trace."""
     return figure_from_series(add_rows({}, rows), alpha)
+
+
+RUN_COLORS = ("#4338ca", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+
+
+def _faint(hex_color: str, alpha: float = 0.35) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+def overlay_figure(runs: list[tuple[str, Series]], alpha: float = 0.3, max_points: int = MAX_POINTS) -> go.Figure:
+    """Several runs on shared charts: one subplot per metric any of them logged, one colour per run (EMA line,
+    raw points faint). Clicking a run in the legend hides it on every subplot."""
+    names: list[str] = []
+    for _, series in runs:
+        names += [n for n in series if n not in SUMMARY and n not in names]
+    names = metric_order(names)
+    if not names:
+        return empty_figure("Pick two or more runs to compare" if len(runs) < 2 else "No metrics yet")
+    cols = 1 if len(names) == 1 else 2 if len(names) <= 4 else 3
+    rows = math.ceil(len(names) / cols)
+    height = ROW_HEIGHT * rows + 60
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names,
+                        vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
+                        horizontal_spacing=0.06 if cols == 3 else 0.08)
+    for r, (label, series) in enumerate(runs):
+        color = RUN_COLORS[r % len(RUN_COLORS)]
+        shown_in_legend = False
+        for i, name in enumerate(names):
+            steps, values = series.get(name, ([], []))
+            if not values:
+                continue
+            xs, raw = _thin(steps, values, max_points)
+            _, smoothed = _thin(steps, ema(values, alpha), max_points)
+            where = dict(row=i // cols + 1, col=i % cols + 1)
+            fig.add_trace(go.Scatter(x=xs, y=raw, mode="markers", legendgroup=label, showlegend=False,
+                                     marker=dict(color=_faint(color), size=4), name=label,
+                                     hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>raw</extra>"),
+                          **where)
+            fig.add_trace(go.Scatter(x=xs, y=smoothed, mode="lines", legendgroup=label,
+                                     showlegend=not shown_in_legend, name=label, line=dict(color=color, width=2),
+                                     hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"),
+                          **where)
+            shown_in_legend = True
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_annotations(font_size=13)
+    fig.update_layout(height=height, template="plotly_white", margin=dict(l=50, r=20, t=70, b=30),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0.0,
+                                  yref="container"),
+                      hovermode="closest")
+    return fig

@@ -1,0 +1,108 @@
+"""The Runs tab's Compare accordion: several runs' metrics overlaid on shared charts, the settings that differ
+between them, and each run's final values. Runs still training keep updating, read incrementally like the
+single-run view (only metric rows newer than the last id seen per run).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gradio as gr
+import pandas as pd
+
+from app.formatting import run_choices
+from app.plots import Series, add_rows, overlay_figure
+from backend.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
+from backend.store import RunStore
+
+HELP = ("Pick runs to overlay every metric they logged (smoothed line, raw points faint; click a run in the legend "
+        "to hide it). Below: the settings that differ between them and where each one ended. "
+        "From a shell: `python launch.py compare RUN_ID RUN_ID ...`.")
+
+
+@dataclass
+class CompareView:
+    """Per browser session: the compared runs and their metrics fetched so far."""
+
+    run_ids: list[str] = field(default_factory=list)
+    last_ids: dict[str, int] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
+    shown: dict = field(default_factory=dict)
+
+    def changed(self, key: str, value) -> bool:
+        if key in self.shown and self.shown[key] == value:
+            return False
+        self.shown[key] = value
+        return True
+
+
+def _frame(first: str, labels: list[str], rows: list[tuple[str, list]]) -> pd.DataFrame:
+    return pd.DataFrame([[name, *values] for name, values in rows], columns=[first, *labels])
+
+
+def _number(v) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def build(store: RunStore, timer: gr.Timer) -> None:
+    with gr.Accordion("Compare runs", open=False, elem_id="compare"):
+        gr.Markdown(HELP, elem_classes=["wb-help"])
+        pick = gr.Dropdown(label=f"Runs to compare (up to {MAX_COMPARED})", choices=[], value=[], multiselect=True,
+                           max_choices=MAX_COMPARED, elem_id="compare-select")
+        plot = gr.Plot(elem_id="compare-plot", show_label=False)
+        with gr.Row(equal_height=False):
+            settings = gr.Dataframe(_frame("setting", [], []), interactive=False, wrap=True, max_height=360,
+                                    label="Settings that differ", elem_id="compare-settings", scale=3)
+            finals = gr.Dataframe(_frame("metric", [], []), interactive=False, max_height=360,
+                                  label="Final values (last logged)", elem_id="compare-final", scale=2)
+        view = gr.State(CompareView())
+
+    outputs = [pick, plot, settings, finals, view]
+
+    def render(cv: CompareView) -> list:
+        runs_all = store.list_runs()
+        choices = run_choices(runs_all)
+        pick_out = gr.update(choices=choices) if cv.changed("choices", choices) else gr.skip()
+        known = {r.id for r in runs_all}
+        cv.run_ids = [rid for rid in cv.run_ids if rid in known]  # a run deleted meanwhile drops out
+        runs = load_runs(store, cv.run_ids)
+        fresh = False
+        for run in runs:
+            new = store.metrics_since(run.id, cv.last_ids.get(run.id, 0))
+            if new:
+                add_rows(cv.series.setdefault(run.id, {}), new)
+                cv.last_ids[run.id] = new[-1]["id"]
+                fresh = True
+        labels = [run_label(r) for r in runs]
+        key = (tuple(cv.run_ids), tuple(cv.last_ids.get(r, 0) for r in cv.run_ids))
+        plot_out = (overlay_figure([(lab, cv.series.get(r.id, {})) for lab, r in zip(labels, runs)])
+                    if cv.changed("plot", key) or fresh else gr.skip())
+        diffs = config_differences([r.config for r in runs]) if len(runs) > 1 else []
+        if len(runs) > 1 and not diffs:
+            diffs = [("(none)", ["same settings"] * len(runs))]
+        statuses = ("status", [r.status for r in runs])
+        setting_rows = [statuses, *diffs] if runs else []
+        settings_out = (_frame("setting", labels, setting_rows)
+                        if cv.changed("settings", (tuple(labels), repr(setting_rows))) else gr.skip())
+        final_rows = [(n, [_number(v) for v in vals]) for n, vals in final_values(store, runs)]
+        finals_out = (_frame("metric", labels, final_rows)
+                      if cv.changed("finals", (tuple(labels), repr(final_rows))) else gr.skip())
+        return [pick_out, plot_out, settings_out, finals_out, cv]
+
+    def on_pick(run_ids, cv: CompareView):
+        run_ids = list(run_ids or [])[:MAX_COMPARED]
+        cv.run_ids = run_ids
+        for rid in list(cv.series):
+            if rid not in run_ids:  # fetched again from the start if picked anew
+                cv.series.pop(rid)
+                cv.last_ids.pop(rid, None)
+        return render(cv)
+
+    def on_tick(cv: CompareView):
+        if not cv.run_ids and "choices" in cv.shown:
+            choices = run_choices(store.list_runs())
+            pick_out = gr.update(choices=choices) if cv.changed("choices", choices) else gr.skip()
+            return [pick_out, gr.skip(), gr.skip(), gr.skip(), cv]
+        return render(cv)
+
+    pick.change(on_pick, [pick, view], outputs, show_progress="hidden")
+    timer.tick(on_tick, view, outputs, show_progress="hidden")

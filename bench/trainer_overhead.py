@@ -1,0 +1,225 @@
+#!/usr/bin/env python
+"""The workbench's worker against bare TRL scripts: same work, same machine, one invocation.
+
+For each mode the workbench trains through the whole product path (submit → supervisor → accelerate launch →
+worker → store) and a bare script trains with TRL directly, as a user would write it by hand: same embedded
+model, LoRA r=8 on q_proj,v_proj, rows, seed and steps, fp32 on CPU. Runs alternate (workbench, bare, bare,
+workbench, ...) to spread load noise; medians are printed side by side.
+
+  sft   throughput in tokens/s                       target: workbench / bare >= 0.95
+  dpo   throughput in preference pairs/s             target: workbench / bare >= 0.95
+  grpo  time per optimizer step (generation included) target: workbench / bare <= 1.05
+
+  .venv/bin/python bench/trainer_overhead.py [--modes dpo,grpo] [--repeats 2] [--steps N]
+
+Both sides of GRPO score with the same two rules (numeric answer, <answer> format): the workbench through its
+reward sources and sample recorder, the bare script through two plain functions. Also printed: the time from
+Start to the first metric row stored, which is the wait a user sees.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LORA = {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
+COMMON = {"finetuning": "lora", "lora": LORA, "learning_rate": 1e-4, "seed": 42, "logging_steps": 1,
+          "precision": "fp32", "gradient_accumulation_steps": 1}
+
+# Each mode: the workbench run settings, the default step count, the unit and which way is better.
+MODES = {
+    "sft": {"settings": {"mode": "sft", "dataset": "demo-sft-instructions", "per_device_train_batch_size": 4,
+                         "max_length": 256},
+            "steps": 20, "unit": "tokens/s", "higher_is_better": True, "target": 0.95},
+    "dpo": {"settings": {"mode": "dpo", "dataset": "demo-preference", "per_device_train_batch_size": 2,
+                         "max_length": 256, "dpo": {"beta": 0.1, "loss_type": "sigmoid"}},
+            "steps": 20, "unit": "pairs/s", "higher_is_better": True, "target": 0.95},
+    "grpo": {"settings": {"mode": "grpo", "dataset": "demo-math", "per_device_train_batch_size": 4,
+                          "rl": {"num_generations": 4, "max_completion_length": 32, "temperature": 1.0,
+                                 "beta": 0.0, "loss_type": "dapo"},
+                          "reward_sources": [
+                              {"type": "numeric_match", "name": "correct", "weight": 1.0,
+                               "params": {"column": "answer"}},
+                              {"type": "regex", "name": "format", "weight": 0.5,
+                               "params": {"pattern": r"<answer>\s*-?\d+\s*</answer>"}}]},
+             "steps": 8, "unit": "s/step", "higher_is_better": False, "target": 1.05},
+}
+
+
+# --- the bare TRL side -------------------------------------------------------------------------------------------
+
+def _text(completion) -> str:
+    return completion[-1]["content"] if isinstance(completion, list) else completion
+
+
+def _bare_rewards():
+    answer = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+    number = re.compile(r"-?\d+(?:\.\d+)?")
+    fmt = re.compile(r"<answer>\s*-?\d+\s*</answer>")
+
+    def correct(prompts, completions, **kwargs):
+        scores = []
+        for c, ref in zip(completions, kwargs["answer"]):
+            text = _text(c)
+            inner = answer.findall(text)
+            found = number.findall(inner[-1] if inner else text)
+            scores.append(float(bool(found) and abs(float(found[-1]) - float(ref)) < 1e-6))
+        return scores
+
+    def format_(prompts, completions, **kwargs):
+        return [float(bool(fmt.search(_text(c)))) for c in completions]
+
+    return [correct, format_], [1.0, 0.5]
+
+
+def bare_trl(mode: str, model: str, steps: int) -> dict:
+    """What a user would write by hand with TRL: nothing of the workbench in the loop but the data loader."""
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from backend.data import prepare_dataset
+    from backend.models import resolve_model
+
+    s = MODES[mode]["settings"]
+    path = resolve_model(model)
+    dataset, _ = prepare_dataset(s["dataset"], mode)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    policy = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, target_modules=["q_proj", "v_proj"],
+                      task_type="CAUSAL_LM")
+    with tempfile.TemporaryDirectory() as out:
+        common = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=s["per_device_train_batch_size"],
+                      learning_rate=1e-4, seed=42, logging_steps=1, bf16=False, use_cpu=True,
+                      gradient_checkpointing=False, save_strategy="no", report_to="none", disable_tqdm=True)
+        if mode == "sft":
+            from trl import SFTConfig, SFTTrainer
+            trainer = SFTTrainer(model=policy, args=SFTConfig(max_length=256, **common), train_dataset=dataset,
+                                 processing_class=tokenizer, peft_config=lora)
+        elif mode == "dpo":
+            from trl import DPOConfig, DPOTrainer
+            args = DPOConfig(max_length=256, beta=0.1, loss_type=["sigmoid"], **common)
+            trainer = DPOTrainer(model=policy, ref_model=None, args=args, train_dataset=dataset,
+                                 processing_class=tokenizer, peft_config=lora)
+        else:
+            from trl import GRPOConfig, GRPOTrainer
+            funcs, weights = _bare_rewards()
+            args = GRPOConfig(num_generations=4, max_completion_length=32, temperature=1.0, beta=0.0,
+                              loss_type="dapo", reward_weights=weights, **common)
+            trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=dataset,
+                                  processing_class=tokenizer, peft_config=lora)
+        trainer.train()
+    return measure(mode, trainer.state.log_history, steps)
+
+
+# --- the workbench side ------------------------------------------------------------------------------------------
+
+def workbench(mode: str, model: str, steps: int, workspace: Path) -> dict:
+    from backend.config import build_config
+    from backend.jobs import submit_run
+    from backend.store import RunStore
+
+    store = RunStore(workspace)
+    t0 = time.time()
+    run = submit_run(store, build_config({**COMMON, **MODES[mode]["settings"], "model": model,
+                                          "max_steps": steps, "name": f"bench-{mode}"}))
+    first_metric = None
+    while (r := store.get_run(run.id)).active:
+        if first_metric is None and (rows := store.metrics_since(run.id)):
+            first_metric = rows[0]["time"] - t0
+        time.sleep(0.2)
+    if r.status != "completed":
+        raise SystemExit(f"workbench {mode} run {r.id} ended {r.status}: {r.error}")
+    rows = store.metrics_since(run.id)
+    by_step: dict[int, dict] = {}
+    for row in rows:
+        by_step.setdefault(row["step"], {})[row["name"]] = row["value"]
+    result = measure(mode, list(by_step.values()), steps)
+    result["start_to_first_metric"] = first_metric or rows[0]["time"] - t0
+    return result
+
+
+# --- shared ------------------------------------------------------------------------------------------------------
+
+def measure(mode: str, history: list[dict], steps: int) -> dict:
+    """The mode's figure from a trainer log history (a list of logged dicts, as TRL keeps it)."""
+    runtime = next(row["train_runtime"] for row in history if "train_runtime" in row)
+    if mode == "sft":
+        value = max(row.get("num_tokens", 0) for row in history) / runtime
+    elif mode == "dpo":
+        value = steps * MODES["dpo"]["settings"]["per_device_train_batch_size"] / runtime
+    else:
+        value = runtime / steps
+    lengths = [row["completions/mean_length"] for row in history if "completions/mean_length" in row]
+    return {"value": value, "runtime": runtime,
+            "mean_completion_length": statistics.fmean(lengths) if lengths else None}
+
+
+def run_bare(mode: str, model: str, steps: int) -> dict:
+    # A fresh interpreter per run, as the workbench's worker is: no warm caches carried between the two sides.
+    out = subprocess.run([sys.executable, __file__, "--bare", mode, "--model", model, "--steps", str(steps)],
+                         capture_output=True, text=True, cwd=REPO)
+    if out.returncode:
+        raise SystemExit(f"bare TRL {mode} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--modes", default="dpo,grpo", help="comma-separated, from: " + ", ".join(MODES))
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--steps", type=int, help="optimizer steps per run (default: per mode)")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--bare", choices=list(MODES), help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.bare:
+        print(json.dumps(bare_trl(a.bare, a.model, a.steps or MODES[a.bare]["steps"])))
+        return 0
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    if unknown := [m for m in modes if m not in MODES]:
+        p.error(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+
+    from backend.models import resolve_model
+
+    resolve_model(a.model)  # convert once, outside the timings
+    results = {m: {"workbench": [], "bare TRL": []} for m in modes}
+    with tempfile.TemporaryDirectory() as ws:
+        for mode in modes:
+            steps = a.steps or MODES[mode]["steps"]
+            for i in range(a.repeats):
+                order = ["workbench", "bare TRL"] if i % 2 == 0 else ["bare TRL", "workbench"]
+                for who in order:
+                    res = (workbench(mode, a.model, steps, Path(ws)) if who == "workbench"
+                           else run_bare(mode, a.model, steps))
+                    results[mode][who].append(res)
+                    length = (f", completions {res['mean_completion_length']:.1f} tokens"
+                              if res["mean_completion_length"] else "")
+                    print(f"  {mode:4} {who:9} repeat {i + 1}: {res['value']:.3f} {MODES[mode]['unit']} "
+                          f"({res['runtime']:.1f} s{length})", flush=True)
+
+    print(f"\n{a.model}, LoRA r=8 q,v, fp32 on CPU, median of {a.repeats} runs per side")
+    print(f"{'mode':6}{'unit':>10}{'workbench':>12}{'bare TRL':>12}{'ratio':>9}{'target':>10}  verdict")
+    for mode in modes:
+        spec = MODES[mode]
+        wb = statistics.median(r["value"] for r in results[mode]["workbench"])
+        bare = statistics.median(r["value"] for r in results[mode]["bare TRL"])
+        ratio = wb / bare
+        ok = ratio >= spec["target"] if spec["higher_is_better"] else ratio <= spec["target"]
+        target = f"{'>=' if spec['higher_is_better'] else '<='} {spec['target']}"
+        print(f"{mode:6}{spec['unit']:>10}{wb:12.3f}{bare:12.3f}{ratio:9.3f}{target:>10}  {'ok' if ok else 'MISSED'}")
+    starts = [r["start_to_first_metric"] for m in modes for r in results[m]["workbench"]]
+    print(f"Start -> first metric stored (median over all workbench runs): {statistics.median(starts):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
