@@ -34,10 +34,12 @@ def test_two_runs_overlaid_with_their_differences_and_a_live_third(ui_server, pa
 
     page.wait_for_function(f"() => ({TRACE_NAMES})().length == 2", timeout=30_000)
     assert page.evaluate(TRACE_NAMES) == [f"slow-lr · {slow.id}", f"fast-lr · {fast.id}"]
-    settings = page.locator("#compare-settings")
-    settings.get_by_text("learning_rate").wait_for(timeout=10_000)
-    assert "1e-05" in settings.inner_text() and "0.001" in settings.inner_text()
-    assert "0.7" in page.locator("#compare-final").inner_text()
+    page.wait_for_function("() => document.querySelector('#compare-settings').textContent"
+                           ".includes('learning_rate')", timeout=10_000)
+    settings = page.locator("#compare-settings").text_content()
+    assert "1e-05" in settings and "0.001" in settings and "completed" in settings
+    assert "0.7" in page.locator("#compare-final").text_content()
+    page.locator("#compare").screenshot(path=str(ui_server["workspace"] / "compare.png"))
 
     # a run that starts logging after the page opened: listed, and once picked, its points arrive by polling
     late = store.create_run(_config("late", 3e-4, tiny_model))
@@ -46,4 +48,5 @@ def test_two_runs_overlaid_with_their_differences_and_a_live_third(ui_server, pa
     choose(page, "compare-select", f"late · {late.id}")
     page.wait_for_function(f"() => ({TRACE_NAMES})().length == 3", timeout=30_000)
     store.add_metrics(late.id, 2, {"loss": 0.25})
-    page.locator("#compare-final").get_by_text("0.25").wait_for(timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#compare-final').textContent.includes('0.25')",
+                           timeout=15_000)
