@@ -12,6 +12,8 @@ workbench, ...) to spread load noise; medians are printed side by side.
 
   .venv/bin/python bench/trainer_overhead.py [--modes dpo,grpo] [--repeats 2] [--steps N]
 
+Peak resident memory of each side is printed too (the worker logs it as `memory/peak_rss_gb`).
+
 Both sides of GRPO score with the same two rules (numeric answer, <answer> format): the workbench through its
 reward sources and sample recorder, the bare script through two plain functions. Also printed: the time from
 Start to the first metric row stored, which is the wait a user sees.
@@ -118,7 +120,9 @@ def bare_trl(mode: str, model: str, steps: int) -> dict:
             trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=dataset,
                                   processing_class=tokenizer, peft_config=lora)
         trainer.train()
-    return measure(mode, trainer.state.log_history, steps)
+    from backend.training import peak_memory
+
+    return {**measure(mode, trainer.state.log_history, steps), "peak_rss_gb": peak_memory()["memory/peak_rss_gb"]}
 
 
 # --- the workbench side ------------------------------------------------------------------------------------------
@@ -145,6 +149,7 @@ def workbench(mode: str, model: str, steps: int, workspace: Path) -> dict:
         by_step.setdefault(row["step"], {})[row["name"]] = row["value"]
     result = measure(mode, list(by_step.values()), steps)
     result["start_to_first_metric"] = first_metric or rows[0]["time"] - t0
+    result["peak_rss_gb"] = max(row["value"] for row in rows if row["name"] == "memory/peak_rss_gb")
     return result
 
 
@@ -204,10 +209,11 @@ def main() -> int:
                     length = (f", completions {res['mean_completion_length']:.1f} tokens"
                               if res["mean_completion_length"] else "")
                     print(f"  {mode:4} {who:9} repeat {i + 1}: {res['value']:.3f} {MODES[mode]['unit']} "
-                          f"({res['runtime']:.1f} s{length})", flush=True)
+                          f"({res['runtime']:.1f} s{length}, peak RSS {res['peak_rss_gb']:.2f} GiB)", flush=True)
 
     print(f"\n{a.model}, LoRA r=8 q,v, fp32 on CPU, median of {a.repeats} runs per side")
-    print(f"{'mode':6}{'unit':>10}{'workbench':>12}{'bare TRL':>12}{'ratio':>9}{'target':>10}  verdict")
+    print(f"{'mode':6}{'unit':>10}{'workbench':>12}{'bare TRL':>12}{'ratio':>9}{'target':>10}  verdict"
+          f"{'peak RSS GiB (wb / bare)':>28}")
     for mode in modes:
         spec = MODES[mode]
         wb = statistics.median(r["value"] for r in results[mode]["workbench"])
@@ -215,7 +221,9 @@ def main() -> int:
         ratio = wb / bare
         ok = ratio >= spec["target"] if spec["higher_is_better"] else ratio <= spec["target"]
         target = f"{'>=' if spec['higher_is_better'] else '<='} {spec['target']}"
-        print(f"{mode:6}{spec['unit']:>10}{wb:12.3f}{bare:12.3f}{ratio:9.3f}{target:>10}  {'ok' if ok else 'MISSED'}")
+        mem = [max(r["peak_rss_gb"] for r in results[mode][who]) for who in ("workbench", "bare TRL")]
+        print(f"{mode:6}{spec['unit']:>10}{wb:12.3f}{bare:12.3f}{ratio:9.3f}{target:>10}  {'ok' if ok else 'MISSED':7}"
+              f"{mem[0]:>12.2f} / {mem[1]:.2f} ({mem[0] / mem[1]:.2f})")
     starts = [r["start_to_first_metric"] for m in modes for r in results[m]["workbench"]]
     print(f"Start -> first metric stored (median over all workbench runs): {statistics.median(starts):.1f} s")
     return 0
