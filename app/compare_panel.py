@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.formatting import run_choices
 from app.plots import Series, add_rows, overlay_figure
+from app.view_state import SentValues
 from backend.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
 from backend.store import RunStore
 
@@ -20,19 +21,12 @@ HELP = ("Pick runs to overlay every metric they logged (smoothed line, raw point
 
 
 @dataclass
-class CompareView:
+class CompareView(SentValues):
     """Per browser session: the compared runs and their metrics fetched so far."""
 
     run_ids: list[str] = field(default_factory=list)
     last_ids: dict[str, int] = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
-    shown: dict = field(default_factory=dict)
-
-    def changed(self, key: str, value) -> bool:
-        if key in self.shown and self.shown[key] == value:
-            return False
-        self.shown[key] = value
-        return True
 
 
 def _frame(first: str, labels: list[str], rows: list[tuple[str, list]]) -> pd.DataFrame:

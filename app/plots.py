@@ -87,18 +87,34 @@ def summary_text(series: Series) -> str:
     return " · ".join(parts)
 
 
+def _grid(titles: list[str], extra_height: int) -> tuple[go.Figure, int]:
+    """An empty grid of one subplot per title (1, 2 or 3 columns), tall enough for its rows."""
+    cols = 1 if len(titles) == 1 else 2 if len(titles) <= 4 else 3
+    rows = math.ceil(len(titles) / cols)
+    height = ROW_HEIGHT * rows + extra_height
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
+                        vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
+                        horizontal_spacing=0.06 if cols == 3 else 0.08)
+    fig.update_layout(height=height)
+    return fig, cols
+
+
+def _style(fig: go.Figure, top: int, legend_x: str) -> None:
+    fig.update_xaxes(title_text=None, showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_annotations(font_size=13)
+    fig.update_layout(template="plotly_white", margin=dict(l=50, r=20, t=top, b=30), hovermode="closest",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor=legend_x,
+                                  x=1.0 if legend_x == "right" else 0.0, yref="container"))
+
+
 def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS) -> go.Figure:
     names = metric_order(n for n in series if n not in SUMMARY)
     summary = summary_text(series)
     if not names:
         return empty_figure(summary or "No metrics yet")
-    cols = 1 if len(names) == 1 else 2 if len(names) <= 4 else 3
-    rows = math.ceil(len(names) / cols)
-    height = ROW_HEIGHT * rows + 40
     titles = [n if series[n][1] else f"{n} (no finite values)" for n in names]
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
-                        vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
-                        horizontal_spacing=0.06 if cols == 3 else 0.08)
+    fig, cols = _grid(titles, extra_height=40)
     for i, name in enumerate(names):
         steps, values = series[name]
         smooth = ema(values, alpha)
@@ -113,13 +129,7 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
         fig.add_trace(go.Scatter(x=xs, y=smoothed, name=f"smoothed (EMA α={alpha})", mode="lines",
                                  legendgroup="smoothed", showlegend=first, line=dict(color=SMOOTH_COLOR, width=2),
                                  hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
-    fig.update_xaxes(title_text=None, showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_annotations(font_size=13)
-    fig.update_layout(height=height, template="plotly_white", margin=dict(l=50, r=20, t=50, b=30),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
-                                  yref="container"),
-                      hovermode="closest")
+    _style(fig, top=50, legend_x="right")
     if summary:
         fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",
                                      y=1.0, yanchor="top", yref="container", pad=dict(t=8, l=8)))
@@ -148,12 +158,7 @@ def overlay_figure(runs: list[tuple[str, Series]], alpha: float = 0.3, max_point
     names = metric_order(names)
     if not names:
         return empty_figure("Pick two or more runs to compare" if len(runs) < 2 else "No metrics yet")
-    cols = 1 if len(names) == 1 else 2 if len(names) <= 4 else 3
-    rows = math.ceil(len(names) / cols)
-    height = ROW_HEIGHT * rows + 60
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names,
-                        vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
-                        horizontal_spacing=0.06 if cols == 3 else 0.08)
+    fig, cols = _grid(names, extra_height=60)
     for r, (label, series) in enumerate(runs):
         color = RUN_COLORS[r % len(RUN_COLORS)]
         shown_in_legend = False
@@ -173,11 +178,5 @@ def overlay_figure(runs: list[tuple[str, Series]], alpha: float = 0.3, max_point
                                      hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"),
                           **where)
             shown_in_legend = True
-    fig.update_xaxes(showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_annotations(font_size=13)
-    fig.update_layout(height=height, template="plotly_white", margin=dict(l=50, r=20, t=70, b=30),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0.0,
-                                  yref="container"),
-                      hovermode="closest")
+    _style(fig, top=70, legend_x="left")
     return fig
