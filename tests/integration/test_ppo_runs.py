@@ -134,3 +134,16 @@ def test_a_value_init_run_that_is_not_a_finished_rm_run_is_refused_before_launch
         preflight(tiny(tiny_model, "ppo", ppo={"value_init_run": runs["preset"].id}), store.workspace)
     (line,) = err.value.errors
     assert line.startswith("ppo.value_init_run:") and "is a ppo run, not a reward-model (rm) run" in line
+
+
+def test_ppo_trains_in_two_processes_and_logs_each_step_once(tiny_model, tmp_path):
+    store = RunStore(tmp_path)
+    run = submit_run(store, tiny(tiny_model, "ppo", num_processes=2, max_steps=2))
+    wait_for(lambda: not store.get_run(run.id).active, timeout=180, every=1, what="the two-process PPO run")
+    run = store.get_run(run.id)
+    log = (store.run_dir(run.id) / "train.log").read_text()
+    assert run.status == "completed", log[-3000:]
+    assert "processes: 2 (MULTI_CPU" in log
+    policy_losses = [m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss/policy"]
+    assert policy_losses == [1, 2]
+    assert Path(run.adapter_path, "adapter_model.safetensors").exists()
