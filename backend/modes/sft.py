@@ -7,7 +7,8 @@ from backend.training import TrainContext, lora_config, model_dtype, trainer_arg
 
 def build_trainer(ctx: TrainContext) -> SFTTrainer:
     c = ctx.config
-    args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free)
+    args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free,
+                        train_sampling_strategy="group_by_length" if c.group_by_length else "random")
     tokenizer = load_tokenizer(ctx.model_path)
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, processing_class=tokenizer,
