@@ -5,10 +5,14 @@
   python launch.py train [CONFIG.yaml] [--set key=value ...] [--detach]
   python launch.py runs [--json]
   python launch.py show RUN_ID [--json]
+  python launch.py compare RUN_ID RUN_ID [...] [--json]
   python launch.py stop RUN_ID [--force]
   python launch.py labels list [--json]
   python launch.py labels export SESSION_ID --format dpo|kto|sft --out FILE.jsonl|FILE.parquet
   python launch.py export RUN_ID --out DIR [--merge] [--zip] [--overwrite]
+  python launch.py sweep start SPEC.yaml | --preset RUN.yaml --param FIELD=KIND:LOW:HIGH ... [--detach]
+  python launch.py sweep list|show|stop|resume SWEEP_ID
+  python launch.py metrics [--host 127.0.0.1] [--port 9101] [--auth user:pass]
 """
 from __future__ import annotations
 
@@ -56,16 +60,44 @@ def _fmt_time(t):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
 
 
+def _auth(args):
+    """--auth user:password -> (user, password); None without it; False (after saying why) when malformed."""
+    if not args.auth:
+        return None
+    if ":" not in args.auth:
+        print("--auth: expected user:password", file=sys.stderr)
+        return False
+    return tuple(args.auth.split(":", 1))
+
+
 def cmd_ui(args) -> int:
     from app.main import launch_ui
 
-    auth = None
-    if args.auth:
-        if ":" not in args.auth:
-            print("--auth: expected user:password", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        auth = tuple(args.auth.split(":", 1))
+    auth = _auth(args)
+    if auth is False:
+        return EXIT_BAD_INPUT
     launch_ui(workspace=_workspace(args), host=args.host, port=args.port, auth=auth)
+    return 0
+
+
+def cmd_metrics(args) -> int:
+    from backend.monitoring import serve
+
+    auth = _auth(args)
+    if auth is False:
+        return EXIT_BAD_INPUT
+    try:
+        server = serve(_store(args), host=args.host, port=args.port, auth=auth)
+    except OSError as e:
+        print(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"Prometheus metrics of {_workspace(args)} at http://{args.host}:{args.port}/metrics", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -191,6 +223,44 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from backend.compare import config_differences, final_values, load_runs
+
+    store = _store(args)
+    try:
+        runs = load_runs(store, args.run_ids)
+    except (KeyError, ValueError) as e:
+        print(e.args[0], file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if len(runs) < 2:
+        print("compare: give two or more different run ids (see `launch.py runs`)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    diffs = config_differences([r.config for r in runs])
+    finals = final_values(store, runs)
+    if args.json:
+        _print_json({"runs": [{"id": r.id, "name": r.name, "status": r.status} for r in runs],
+                     "settings": {path: values for path, values in diffs},
+                     "final": {name: values for name, values in finals}})
+        return 0
+    rows = [("run", [r.id for r in runs]), ("status", [r.status for r in runs]), *diffs]
+    if not diffs:
+        rows.append(("(settings)", ["all the same"] * len(runs)))
+    rows += [(name, ["-" if v is None else f"{v:.6g}" for v in values]) for name, values in finals]
+    names = [r.name for r in runs]
+    width = max(len(name) for name, _ in rows)
+    cols = [min(40, max(len(n), *(len(str(vals[i])) for _, vals in rows))) for i, n in enumerate(names)]
+
+    def line(head, values):
+        print((head.ljust(width) + "  " + "  ".join(str(v)[:c].ljust(c) for v, c in zip(values, cols))).rstrip())
+
+    line("", names)
+    for i, (name, values) in enumerate(rows):
+        if i == len(rows) - len(finals):
+            print("final values:")
+        line(name, values)
+    return 0
+
+
 def cmd_stop(args) -> int:
     from backend.jobs import stop_run
 
@@ -258,6 +328,147 @@ def cmd_labels(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from backend import sweeps
+    from backend.config import ConfigError
+    from backend.jobs import dispatch
+
+    store = _store(args)
+    try:
+        if args.sweep_command == "start":
+            spec = sweeps.spec_from_cli(args.spec, args.preset, args.set, args.param, args.objective, args.trials,
+                                        args.seed, args.name, args.prune)
+            sweep = sweeps.start_sweep(store, spec)
+        elif args.sweep_command == "resume":
+            sweep = sweeps.resume_sweep(store, args.sweep_id, args.trials)
+        else:
+            dispatch(store)
+            sweeps.reconcile_sweeps(store)
+            return {"list": _sweep_list, "show": _sweep_show, "stop": _sweep_stop}[args.sweep_command](store, args)
+    except ConfigError as e:
+        print(f"Cannot {args.sweep_command} the sweep:", file=sys.stderr)
+        for line in e.errors:
+            print(f"  - {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyError as e:
+        print(e.args[0], file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"sweep id: {sweep.id} ({sweep.name}, {sweep.spec.n_trials} trials; log: "
+          f"{sweeps.driver_log(store, sweep.id)})", flush=True)
+    if args.detach:
+        return 0
+    return _follow_sweep(store, sweep.id)
+
+
+def _follow_sweep(store, sweep_id) -> int:
+    """Print each trial as it ends; Ctrl-C stops the sweep (its current run saves its adapter)."""
+    from backend import sweeps
+
+    printed: set[tuple[int, str]] = set()
+
+    def report():
+        sweep = sweeps.get_sweep(store, sweep_id)
+        trials = sweeps.list_trials(store, sweep_id)
+        for t in trials:
+            if (t.number, t.status) not in printed and (t.status in sweeps.TRIAL_FINAL or t.run_id):
+                printed.add((t.number, t.status))
+                params = ", ".join(f"{k}={sweeps.format_value(v)}" for k, v in t.params.items())
+                value = f" {sweep.spec.objective.metric} {sweeps.format_value(t.value)}" if t.value is not None else ""
+                error = f" ({t.error.splitlines()[0][:160]})" if t.error and t.status != "stopped" else ""
+                print(f"trial {t.label} {t.status}{value}  [{params}]  run {t.run_id or '-'}{error}", flush=True)
+        return sweep
+
+    try:
+        while (sweep := report()).active:
+            time.sleep(1.0)
+            sweeps.reconcile_sweeps(store)
+    except KeyboardInterrupt:
+        print("\nstopping the sweep: its current run saves its adapter (Ctrl-C again to leave it running)",
+              flush=True)
+        sweeps.stop_sweep(store, sweep_id)
+        try:
+            while (sweep := report()).active:
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            return EXIT_STOPPED
+    summary = sweeps.sweep_summary(sweep, sweeps.list_trials(store, sweep_id))
+    print(f"sweep {sweep_id}: {sweep.status}, {summary['trials_done']}/{summary['n_trials']} trials")
+    if summary["best_trial"]:
+        print(f"best: trial #{summary['best_trial']} {summary['metric']} {summary['best_value']:.6g} "
+              f"{summary['best_params']}\ntrain it: launch.py sweep show {sweep_id} --best-config > best.yaml "
+              "&& launch.py train best.yaml")
+    if sweep.status == "failed":
+        print(f"error: {sweep.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0 if sweep.status == "completed" else EXIT_STOPPED
+
+
+def _sweep_list(store, args) -> int:
+    from backend import sweeps
+
+    rows = [sweeps.sweep_summary(s, sweeps.list_trials(store, s.id)) for s in sweeps.list_sweeps(store)]
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print("no sweeps yet")
+        return 0
+    print(f"{'id':26} {'name':24} {'status':10} {'trials':>7}  {'objective':24} {'best':>10}  started")
+    for r in rows:
+        objective = f"{r['metric']} ({r['direction'][:3]})"
+        print(f"{r['id']:26} {r['name'][:24]:24} {r['status']:10} {str(r['trials_done']) + '/' + str(r['n_trials']):>7}"
+              f"  {objective[:24]:24} {sweeps.format_value(r['best_value']):>10}  {_fmt_time(r['started_at'])}")
+    return 0
+
+
+def _sweep_show(store, args) -> int:
+    from backend import sweeps
+    from backend.config import to_yaml
+
+    sweep = sweeps.get_sweep(store, args.sweep_id)
+    trials = sweeps.list_trials(store, sweep.id)
+    if args.best_config:
+        config = sweeps.best_config(store, sweep.id)
+        if config is None:
+            print(f"sweep {sweep.id} has no completed trial yet", file=sys.stderr)
+            return EXIT_FAILED
+        print(to_yaml(config), end="")
+        return 0
+    if args.json:
+        _print_json({**sweeps.sweep_summary(sweep, trials), "spec": sweep.spec.model_dump(),
+                     "trials": [{"trial": t.number + 1, "run_id": t.run_id, "status": t.status, "params": t.params,
+                                 "value": t.value, "error": t.error} for t in trials]})
+        return 0
+    o = sweep.spec.objective
+    print(f"sweep {sweep.id} ({sweep.name})\n  status: {sweep.status}\n  trials: {len(sweeps.counted(trials))}/"
+          f"{sweep.spec.n_trials}\n  objective: {o.direction} {o.metric} ({o.reduce}"
+          f"{f' {o.last_k}' if o.reduce == 'mean_last' else ''})\n  started: {_fmt_time(sweep.started_at)}"
+          f"\n  finished: {_fmt_time(sweep.finished_at)}")
+    if sweep.error:
+        print(f"  error: {sweep.error}")
+    columns = sweeps.trial_columns(sweep.spec)
+    rows = sweeps.trial_rows(store, sweep, trials)
+    if not rows:
+        print("  no trials yet")
+        return 0
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for r in rows:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)))
+    for t in trials:
+        if t.error and t.status == "failed":
+            print(f"  trial {t.label} error: {t.error.splitlines()[0][:300]}")
+    return 0
+
+
+def _sweep_stop(store, args) -> int:
+    from backend import sweeps
+
+    outcome = sweeps.stop_sweep(store, args.sweep_id)
+    print(f"sweep {args.sweep_id}: {outcome}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--workspace", default=argparse.SUPPRESS,
@@ -270,6 +481,14 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=7860)
     ui.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"), help="user:password")
     ui.set_defaults(func=cmd_ui)
+
+    me = sub.add_parser("metrics", parents=[common],
+                        help="serve only /metrics (Prometheus) for the workspace, without the web UI")
+    me.add_argument("--host", default="127.0.0.1")
+    me.add_argument("--port", type=int, default=9101)
+    me.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"),
+                    help="user:password, asked of scrapers as HTTP basic auth")
+    me.set_defaults(func=cmd_metrics)
 
     tr = sub.add_parser("train", parents=[common], help="run training in the foreground")
     tr.add_argument("config", nargs="?", help="run config YAML (e.g. presets/sft_demo.yaml)")
@@ -286,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("run_id")
     sh.add_argument("--json", action="store_true")
     sh.set_defaults(func=cmd_show)
+
+    cp = sub.add_parser("compare", parents=[common],
+                        help="compare runs: the settings that differ and their final metric values")
+    cp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    cp.add_argument("--json", action="store_true")
+    cp.set_defaults(func=cmd_compare)
 
     st = sub.add_parser("stop", parents=[common], help="stop a run (it saves its adapter)")
     st.add_argument("run_id")
@@ -316,6 +541,35 @@ def build_parser() -> argparse.ArgumentParser:
     le.add_argument("--both-bad", choices=["drop", "keep"], default="drop",
                     help="kto: keep both-bad as two bad answers; dpo: pairs with the labeler's edited answer")
     le.set_defaults(func=cmd_labels)
+
+    sw = sub.add_parser("sweep", parents=[common], help="Optuna (Bayesian) hyperparameter sweeps")
+    swsub = sw.add_subparsers(dest="sweep_command", required=True)
+    ss = swsub.add_parser("start", parents=[common], help="start a sweep (its driver runs detached)")
+    ss.add_argument("spec", nargs="?", help="sweep spec YAML (e.g. presets/sweeps/sft_lr_rank.yaml)")
+    ss.add_argument("--preset", help="run config YAML to use as the base (instead of, or replacing, the spec's)")
+    ss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a base setting")
+    ss.add_argument("--param", action="append", default=[], metavar="FIELD=KIND:LOW:HIGH",
+                    help="a setting to search: learning_rate=log_float:1e-5:1e-3, lora.r=int:4:16, "
+                         "dpo.loss_type=categorical:sigmoid,ipo")
+    ss.add_argument("--objective", metavar="METRIC:min|max", help="e.g. loss:min, reward:max, loss:min:mean_last")
+    ss.add_argument("--trials", type=int, help="number of trials")
+    ss.add_argument("--seed", type=int, help="sampler seed")
+    ss.add_argument("--name", help="sweep name (trial runs are named NAME #1, NAME #2, ...)")
+    ss.add_argument("--prune", action="store_true", help="stop trials worse than the median early")
+    ss.add_argument("--detach", action="store_true", help="start the sweep and return at once")
+    sr = swsub.add_parser("resume", parents=[common], help="go on with an ended sweep (finished trials are kept)")
+    sr.add_argument("sweep_id")
+    sr.add_argument("--trials", type=int, help="raise the number of trials")
+    sr.add_argument("--detach", action="store_true")
+    sl = swsub.add_parser("list", parents=[common], help="list sweeps")
+    sl.add_argument("--json", action="store_true")
+    sh2 = swsub.add_parser("show", parents=[common], help="a sweep's trials, the best marked ★")
+    sh2.add_argument("sweep_id")
+    sh2.add_argument("--json", action="store_true")
+    sh2.add_argument("--best-config", action="store_true", help="print the best trial's run config YAML")
+    sp = swsub.add_parser("stop", parents=[common], help="stop a sweep and its current trial")
+    sp.add_argument("sweep_id")
+    sw.set_defaults(func=cmd_sweep)
     return p
 
 

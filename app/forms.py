@@ -90,7 +90,7 @@ def build_component(path: str, **overrides) -> gr.Component:
               value=to_component_value(path, default_value(path)), visible=shown_for(path, default_value("mode")))
     ann = info.annotation
     if (opts := choices(info)) is not None or "choices" in overrides:
-        kw.update(choices=opts)
+        kw.update(choices=opts, multiselect=get_origin(ann) is list or None)  # report_to: several of them
         kw.update(overrides)
         return gr.Dropdown(**kw)
     if ann is bool:

@@ -16,7 +16,7 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import chat_tab, label_tab, playground_tab, runs_tab, train_tab  # noqa: E402
+from app import chat_tab, label_tab, playground_tab, runs_tab, sweeps_tab, train_tab  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
 from backend.store import RunStore  # noqa: E402
 
@@ -82,6 +82,8 @@ def build_app(workspace: str | Path) -> gr.Blocks:
                 train = train_tab.build(store, timer, view)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs = runs_tab.build(store, timer, view)
+            with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps"):
+                sweeps_tab.build(store, timer, runs.select, tabs)
             with gr.Tab("Reward playground", id="playground", elem_id="tab-playground"):
                 play = playground_tab.build(store, train.sources)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:
@@ -109,6 +111,25 @@ def build_app(workspace: str | Path) -> gr.Blocks:
     return demo
 
 
+def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
+    """GET /metrics: the workspace's state for Prometheus (backend/monitoring.py); with --auth, HTTP basic auth
+    with the same user and password (Prometheus' `basic_auth`), since scrapers cannot use the login page."""
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from backend import monitoring
+
+    registry = monitoring.registry(RunStore(workspace))
+
+    def metrics(request):  # sync: Starlette runs it on a worker thread, each with its own store connection
+        if not monitoring.authorized(request.headers.get("authorization"), auth):
+            return Response(status_code=401, headers=monitoring.UNAUTHORIZED_HEADERS)
+        body, content_type = monitoring.exposition(registry, request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type})
+
+    return Route("/metrics", metrics, methods=["GET"])
+
+
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
               auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False):
     demo = build_app(workspace)
@@ -117,4 +138,5 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
                        theme=theme(), css=CSS + label_tab.CSS, ssr_mode=False, show_error=False,
                        footer_links=["settings"], js=label_tab.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
+                       app_kwargs={"routes": [metrics_route(workspace, auth)]},  # Gradio's own routes follow
                        allowed_paths=[str(Path(workspace).resolve() / "exports")])  # export downloads

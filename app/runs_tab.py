@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app import export_panel
+from app import compare_panel, export_panel
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_choices, run_table_rows,
                             sample_sources, sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
-from backend import jobs
+from app.view_state import SentValues
+from backend import jobs, reporting
 from backend.config import RL_MODES, to_yaml
 from backend.store import Run, RunStore
 
@@ -30,7 +31,7 @@ _SHARED_KEYS = ("table", "choices")  # not tied to the selected run: kept when t
 
 
 @dataclass
-class RunView:
+class RunView(SentValues):
     """Per browser session: the selected run, its metrics fetched so far, and what the page shows."""
 
     run_id: str | None = None
@@ -39,14 +40,6 @@ class RunView:
     last_sample_id: int = 0
     samples: list[dict] = field(default_factory=list)
     sample_step: str = ALL_STEPS  # the samples table's step filter
-    shown: dict = field(default_factory=dict)
-
-    def changed(self, key: str, value) -> bool:
-        """True (and remembered) when `value` differs from what was last sent for `key`."""
-        if key in self.shown and self.shown[key] == value:
-            return False
-        self.shown[key] = value
-        return True
 
     def select(self, run_id: str | None) -> RunView:
         return RunView(run_id=run_id, shown={k: v for k, v in self.shown.items() if k in _SHARED_KEYS})
@@ -115,6 +108,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
             with gr.Accordion("Run config", open=False):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
             export_panel.build(store, select)
+    compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
                samples_table, view]
@@ -152,7 +146,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         if run is None:
             v.run_id = None
             rest = [progress_html(None), figure_from_series({}), log_html(""), gr.update(value="", visible=False),
-                    "", ""]
+                    gr.update(value="", info=None), ""]
             rest = [value if v.changed(key, "none") else gr.skip() for key, value in
                     zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
             return [table_out, select_out, *rest, *render_samples(v, None), v]
@@ -167,12 +161,14 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         tail = v.shown["log"] if settled and "log" in v.shown else jobs.log_tail(store, run.id, LOG_LINES)
         err = _error_markdown(run)
         cfg = to_yaml(run.config)
+        logs_at = reporting.locations(run.config.report_to, store.run_dir(run.id), store.workspace)  # under adapter
         return [table_out, select_out,
                 html if v.changed("progress", html) else gr.skip(),
                 plot_out,
                 log_html(tail) if v.changed("log", tail) else gr.skip(),
                 gr.update(value=err, visible=bool(err)) if v.changed("error", err) else gr.skip(),
-                (run.adapter_path or "") if v.changed("adapter", run.adapter_path or "") else gr.skip(),
+                gr.update(value=run.adapter_path or "", info=logs_at)
+                if v.changed("adapter", (run.adapter_path, logs_at)) else gr.skip(),
                 cfg if v.changed("config", cfg) else gr.skip(),
                 *render_samples(v, run),
                 v]

@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
 ALL_MODES = ("sft", "rm", "dpo", "kto", "ppo", "grpo", "rloo")
@@ -65,6 +66,55 @@ DPO_LOSSES = ("sigmoid", "ipo", "hinge", "sigmoid_norm", "nca_pair", "bco_pair",
 # TRL 1.16's GRPO losses that run with token-level importance sampling (luspo / vespo need other settings).
 GRPO_LOSSES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
 RL_MODES = ("ppo", "grpo", "rloo")
+
+
+class DistributedSettings(_Section):
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = Field(
+        "ddp", title="Parallelism",
+        description="ddp: a full model copy per process; fsdp: weights, gradients and optimizer state sharded "
+                    "(FSDP2, GPUs); deepspeed: ZeRO (GPUs, `pip install deepspeed`).",
+        json_schema_extra=_meta("advanced"))
+    zero_stage: Literal[1, 2, 3] = Field(
+        2, title="ZeRO stage",
+        description="DeepSpeed: 1 shards optimizer state, 2 also gradients, 3 also the weights.",
+        json_schema_extra=_meta("advanced"))
+    offload: bool = Field(False, title="Offload to CPU",
+                          description="fsdp / deepspeed: keep parameters and optimizer state in CPU memory between "
+                                      "uses; fits larger models on the GPUs, costs speed.",
+                          json_schema_extra=_meta("advanced"))
+    num_machines: int = Field(1, ge=1, le=1024, title="Machines",
+                              description="Machines (nodes) taking part; each runs the same run config with its "
+                                          "own machine rank, and machine 0 records the metrics.",
+                              json_schema_extra=_meta("advanced"))
+    machine_rank: int = Field(0, ge=0, le=1023, title="Machine rank",
+                              description="This machine's number, 0 to machines - 1; 0 is the main one.",
+                              json_schema_extra=_meta("advanced"))
+    main_process_ip: str = Field("", max_length=255, title="Main machine address",
+                                 description="IP or host name of machine 0, reachable from every machine "
+                                             "(several machines only).", json_schema_extra=_meta("advanced"))
+    main_process_port: int = Field(29500, ge=1, le=65535, title="Main machine port",
+                                   description="A free TCP port on machine 0 for the processes to meet.",
+                                   json_schema_extra=_meta("advanced"))
+    accelerate_config: str = Field(
+        "", max_length=1000, title="accelerate config file",
+        description="Optional: a YAML from `accelerate config` for anything else; it replaces the settings "
+                    "above, and its process and machine counts must match this run's.",
+        json_schema_extra=_meta("advanced"))
+
+    @field_validator("main_process_ip", "accelerate_config", mode="before")
+    @classmethod
+    def _strip(cls, v):
+        return v.strip() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.machine_rank >= self.num_machines:
+            raise ValueError(f"machine_rank {self.machine_rank} must be below num_machines ({self.num_machines}); "
+                             "machines are numbered from 0")
+        if self.num_machines > 1 and not self.main_process_ip and not self.accelerate_config:
+            raise ValueError("main_process_ip: several machines need the address of machine 0 "
+                             "(e.g. 10.0.0.5), the same on every machine")
+        return self
 
 
 class DPOSettings(_Section):
@@ -241,6 +291,14 @@ class RunConfig(_Section):
     padding_free: bool = Field(False, title="Padding-free",
                                description="Concatenate a batch without padding (needs flash attention on GPU).",
                                json_schema_extra=_meta("advanced", modes=["sft"]))
+    group_by_length: bool = Field(False, title="Group by length",
+                                  description="Batch examples of similar length together: less padding, faster "
+                                              "on data of mixed lengths; the order is less random (SFT).",
+                                  json_schema_extra=_meta("advanced", modes=["sft"]))
+    auto_find_batch_size: bool = Field(False, title="Find batch size",
+                                       description="On a GPU out-of-memory error, halve the batch size and try "
+                                                   "again instead of failing (gradient accumulation unchanged).",
+                                       json_schema_extra=_meta("advanced"))
     lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
         "linear", title="LR schedule", description="How the learning rate changes over training.",
         json_schema_extra=_meta("advanced"))
@@ -256,9 +314,16 @@ class RunConfig(_Section):
     save_steps: int = Field(0, ge=0, le=10_000_000, title="Checkpoint interval",
                             description="Save a checkpoint every N steps; 0 saves only the final adapter.",
                             json_schema_extra=_meta("advanced"))
+    report_to: list[Literal[REPORTERS]] = Field(
+        default_factory=list, title="Also report to",
+        description="Write the trainer's logs for other viewers as well, on this machine: tensorboard (event files "
+                    "in the run's folder, under tensorboard/) and trackio (the workspace's trackio/ folder, project "
+                    "workbench). YAML: [tensorboard, trackio]; --set report_to=tensorboard,trackio.",
+        json_schema_extra=_meta("advanced"))
     num_processes: int = Field(1, ge=1, le=4096, title="Processes",
                                description="Training processes on this machine (one per GPU), via accelerate.",
                                json_schema_extra=_meta("advanced"))
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings, title="Distributed")
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
@@ -270,6 +335,30 @@ class RunConfig(_Section):
                     "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}].",
         json_schema_extra=_meta("basic", modes=["grpo", "rloo", "ppo"]))
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _split_reporters(cls, v):
+        if v is None:
+            return []
+        if isinstance(v, str):  # --set report_to=tensorboard,trackio
+            v = [p.strip() for p in v.split(",")]
+        if isinstance(v, list) and all(isinstance(p, str) for p in v):
+            return [p for p in dict.fromkeys(v) if p]
+        return v
+
+    @field_validator("report_to")
+    @classmethod
+    def _check_installed(cls, v):
+        if missing := missing_packages(v):
+            raise ValueError(f"{', '.join(missing)} is not installed here; install it (`pip install "
+                             f"{' '.join(missing)}`) or leave it out")
+        return v
+
+    @property
+    def world_size(self) -> int:
+        """Training processes over all machines."""
+        return self.num_processes * self.distributed.num_machines
 
     @model_validator(mode="after")
     def _check_mode_available(self):
@@ -292,13 +381,13 @@ class RunConfig(_Section):
         if self.mode == "ppo":
             self._check_ppo()
         if self.mode in ("grpo", "rloo"):
-            per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.num_processes
+            per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
             if per_step % self.rl.num_generations:
                 raise ValueError(
                     f"rl.num_generations: {self.mode.upper()} samples {self.rl.num_generations} completions per "
                     f"prompt, and each generation batch (batch size × gradient accumulation × processes = "
                     f"{self.per_device_train_batch_size} × {self.gradient_accumulation_steps} × "
-                    f"{self.num_processes} = {per_step} completions) must hold whole groups of them; make that "
+                    f"{self.world_size} = {per_step} completions) must hold whole groups of them; make that "
                     f"product a multiple of {self.rl.num_generations} (e.g. batch size "
                     f"{self.rl.num_generations}) or change rl.num_generations")
         if self.mode == "kto" and self.kto.loss_type == "kto" and self.per_device_train_batch_size < 2:
@@ -348,7 +437,10 @@ def field_info(path: str):
 
 
 def choices(info) -> list[str] | None:
+    """The values a setting may take (each item's, for a list such as report_to); None when it is free."""
     ann = info.annotation
+    if get_origin(ann) is list:
+        ann = get_args(ann)[0]
     return list(get_args(ann)) if get_origin(ann) is Literal else None
 
 
@@ -415,16 +507,22 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
+    """A YAML file whose top level is a mapping (a run config, a sweep spec); ConfigError naming the file."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError([f"{path}: config file not found"])
+        raise ConfigError([f"{path}: {what} not found"])
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise ConfigError([f"{path}: not valid YAML ({e})"]) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: expected a mapping of settings at the top level"])
+    return data
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    data = read_yaml_mapping(path)
     try:
         return build_config(apply_overrides(data, overrides or []))
     except ConfigError as e:

@@ -65,6 +65,9 @@ def preflight(config: RunConfig, workspace: Path) -> None:
             locate_reward_model(config.ppo.value_init_run, Path(workspace))
         except RewardSourceError as e:
             errors.append(f"ppo.value_init_run: {e}")
+    from backend.distributed import check
+
+    errors += check(config, workspace)
     if errors:
         raise ConfigError(errors)
 
@@ -144,18 +147,22 @@ def dispatch(store: RunStore) -> list[str]:
     return started
 
 
-def _spawn_supervisor(store: RunStore, run_id: str) -> None:
-    log = open(log_path(store, run_id), "ab")
+def spawn_detached(args: list[str], log: Path) -> subprocess.Popen:
+    """`python ARGS` in its own session, output appended to `log`: it survives a UI restart and a closed
+    terminal, and is found again (and stopped) through the store."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "backend.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
-        cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,  # survives a UI restart and a closed terminal; stopped through the store
-    )
-    log.close()
-    store.update_run(run_id, pid=proc.pid)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _children.append(proc)
+    return proc
+
+
+def _spawn_supervisor(store: RunStore, run_id: str) -> None:
+    proc = spawn_detached(["-m", "backend.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
+                          log_path(store, run_id))
+    store.update_run(run_id, pid=proc.pid)
 
 
 def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
@@ -179,17 +186,11 @@ def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
 def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]:
     import torch
 
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--num_processes", str(config.num_processes)]
-    if config.num_processes > 1:
-        cmd.append("--multi_gpu")  # on CPU too: `--cpu` with several processes silently runs one
-    elif not torch.cuda.is_available():
-        cmd.append("--cpu")
-    if not torch.cuda.is_available():
-        # the threads a plain torch script would use, shared among the processes
-        threads = max(1, torch.get_num_threads() // config.num_processes)
-        cmd += ["--num_cpu_threads_per_process", str(threads)]
-    return cmd + ["-m", "backend.worker", run_id, "--workspace", str(workspace)]
+    from backend.distributed import launch_flags
+
+    return [sys.executable, "-m", "accelerate.commands.launch",
+            *launch_flags(config, workspace, cuda=torch.cuda.is_available()),
+            "-m", "backend.worker", run_id, "--workspace", str(workspace)]
 
 
 def supervise(run_id: str, workspace: str) -> int:

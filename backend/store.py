@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS metrics (
     time REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id, id);
+CREATE INDEX IF NOT EXISTS metrics_run_name ON metrics(run_id, name, id);  -- last_metrics: seeks, not scans
 CREATE TABLE IF NOT EXISTS samples (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -116,6 +117,34 @@ CREATE TABLE IF NOT EXISTS labels (
 );
 CREATE INDEX IF NOT EXISTS labels_session ON labels(session_id, id);
 CREATE UNIQUE INDEX IF NOT EXISTS labels_one_per_client ON labels(item_id, client) WHERE undone=0;
+-- hyperparameter sweeps (backend/sweeps.py): a detached driver runs each trial as an ordinary run, linked here.
+-- New tables only (IF NOT EXISTS), so a workspace made before sweeps existed opens unchanged.
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    spec TEXT NOT NULL,                 -- json: the validated spec; its base is a full run config
+    status TEXT NOT NULL,               -- queued | running | completed | stopped | failed
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    pid INTEGER,                        -- the driver process
+    heartbeat_at REAL,
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS sweep_trials (
+    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    number INTEGER NOT NULL,            -- Optuna's trial number (0-based; shown as #1, #2, ...)
+    run_id TEXT REFERENCES runs(id),    -- NULL when the trial's settings were refused before a run started
+    status TEXT NOT NULL,               -- running | completed | pruned | failed | stopped
+    params TEXT NOT NULL,               -- json: setting path -> value
+    value REAL,                         -- the objective (pruned: the last value reported)
+    error TEXT,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    PRIMARY KEY (sweep_id, number)
+);
+CREATE INDEX IF NOT EXISTS sweep_trials_run ON sweep_trials(run_id);
 """
 
 
@@ -279,10 +308,15 @@ class RunStore:
         return [dict(r) for r in rows]
 
     def last_metrics(self, run_id: str) -> dict[str, float | None]:
+        """The newest value of each metric, by name: a few index seeks per name however long the run, so every
+        Prometheus scrape can ask it of every live run."""
         with self._connect() as db:
-            rows = db.execute("SELECT name, value FROM metrics WHERE id IN "
-                              "(SELECT MAX(id) FROM metrics WHERE run_id=? GROUP BY name) ORDER BY name",
-                              (run_id,)).fetchall()
+            rows = db.execute(
+                "WITH RECURSIVE names(name) AS (SELECT MIN(name) FROM metrics WHERE run_id=:run UNION ALL "
+                "SELECT (SELECT MIN(name) FROM metrics WHERE run_id=:run AND name>names.name) FROM names "
+                "WHERE names.name IS NOT NULL) "
+                "SELECT name, (SELECT value FROM metrics WHERE run_id=:run AND name=names.name ORDER BY id DESC "
+                "LIMIT 1) AS value FROM names WHERE name IS NOT NULL ORDER BY name", {"run": run_id}).fetchall()
         return {r["name"]: r["value"] for r in rows}
 
     # ---- samples (prompts / completions / reward breakdowns during RL) ----

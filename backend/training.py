@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from backend import reporting
 from backend.config import RunConfig
 from backend.store import RunStore
 
@@ -72,14 +73,15 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
         warmup_steps=c.warmup_steps,
         weight_decay=c.weight_decay,
         max_grad_norm=c.max_grad_norm,
+        auto_find_batch_size=c.auto_find_batch_size,
         logging_steps=c.logging_steps,
         logging_first_step=True,
         save_strategy="steps" if c.save_steps else "no",
         save_steps=c.save_steps or 500,
-        report_to="none",
         disable_tqdm=True,
         ddp_find_unused_parameters=False,
         dataloader_pin_memory=torch.cuda.is_available(),
+        **reporting.trainer_settings(c.report_to, ctx.run_id, c.name, ctx.run_dir, ctx.store.workspace),
         **mode_kwargs,
     )
 
@@ -99,6 +101,16 @@ def lora_config(config: RunConfig, task_type: str = "CAUSAL_LM"):
     )
 
 
+def peak_memory() -> dict[str, float]:
+    """This process's peak memory so far, in GiB: resident set, and on a GPU the most torch has allocated."""
+    import resource
+
+    out = {"memory/peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB on Linux
+    if torch.cuda.is_available():
+        out["memory/gpu_peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
 def _broadcast_flag(flag: bool) -> bool:
     """All ranks must stop on the same step, or the next collective hangs."""
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
@@ -112,25 +124,28 @@ def _broadcast_flag(flag: bool) -> bool:
 class StoreCallback(TrainerCallback):
     """Streams the trainer's logs and progress into the run store; turns a stop request into a clean stop."""
 
-    def __init__(self, store: RunStore, run_id: str, is_main: bool):
+    def __init__(self, store: RunStore, run_id: str, is_main: bool, node_main: bool | None = None):
+        # node_main: this machine's first process, which keeps the progress of this machine's record
         self.store, self.run_id, self.is_main = store, run_id, is_main
+        self.node_main = is_main if node_main is None else node_main
         self.stopped = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.is_main:
+        if self.node_main:
             self.store.update_run(self.run_id, total_steps=state.max_steps, step=state.global_step,
                                   train_started_at=time.time())
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.is_main and logs:
-            self.store.add_metrics(self.run_id, state.global_step, logs)
+            self.store.add_metrics(self.run_id, state.global_step, {**logs, **peak_memory()})
             shown = ", ".join(f"{k}={v:.4g}" for k, v in logs.items() if isinstance(v, (int, float)))
             print(f"step {state.global_step}/{state.max_steps}: {shown}", flush=True)
 
     def on_step_end(self, args, state, control, **kwargs):
         requested = False
-        if self.is_main:
+        if self.node_main:
             self.store.update_run(self.run_id, step=state.global_step)
+        if self.is_main:
             requested = self.store.stop_requested(self.run_id)
         if _broadcast_flag(requested):
             self.stopped = True

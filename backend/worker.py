@@ -22,11 +22,14 @@ def _heartbeat_forever(store: RunStore, run_id: str, every: float = 2.0) -> None
 
 def run(run_id: str, workspace: str) -> int:
     # accelerate launch / torchrun set RANK; building accelerate's state here would pre-empt the trainer's.
-    is_main = int(os.environ.get("RANK", "0")) == 0
+    is_main = int(os.environ.get("RANK", "0")) == 0  # writes metrics, samples and the adapter
+    # this machine's first process keeps this machine's record of the run (pid, heartbeat, progress, outcome);
+    # on a single machine it is the main process
+    node_main = int(os.environ.get("LOCAL_RANK", "0")) == 0
     store = RunStore(workspace)
     run = store.get_run(run_id)
     config = run.config
-    if is_main:
+    if node_main:
         import threading
 
         store.update_run(run_id, worker_pid=os.getpid())
@@ -47,8 +50,20 @@ def run(run_id: str, workspace: str) -> int:
         print(f"dataset: {info.num_rows} rows, format {info.name}", flush=True)
         ctx = TrainContext(config=config, run_id=run_id, run_dir=store.run_dir(run_id), store=store,
                            model_path=model_path, dataset=dataset)
+        d = config.distributed
+        if is_main and d.num_machines > 1:  # the processes meet while the trainer is built: say who is awaited
+            config_file = store.run_dir(run_id) / "config.yaml"
+            print(f"waiting for machines 1-{d.num_machines - 1} at {d.main_process_ip}:{d.main_process_port}; on "
+                  f"machine K run: python launch.py train {config_file} --set distributed.machine_rank=K", flush=True)
         trainer = mode_module(config.mode).build_trainer(ctx)
-        callback = StoreCallback(store, run_id, is_main)
+        state = trainer.accelerator.state
+        if is_main:
+            print(f"processes: {state.num_processes} ({state.distributed_type.value}, "
+                  f"{config.distributed.num_machines} machine(s))", flush=True)
+        callback = StoreCallback(store, run_id, is_main, node_main)
+        if node_main and not is_main:
+            print(f"machine {config.distributed.machine_rank} of {config.distributed.num_machines}: metrics, "
+                  f"samples and the adapter are recorded on machine 0", flush=True)
         trainer.add_callback(callback)
         trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
         trainer.train()
@@ -56,13 +71,14 @@ def run(run_id: str, workspace: str) -> int:
         if is_main:
             trainer.processing_class.save_pretrained(str(ctx.adapter_dir))
             store.update_run(run_id, adapter_path=str(ctx.adapter_dir))
+        if node_main:
             status = "stopped" if callback.stopped else "completed"
             store.finish_run(run_id, status)
-            print(f"run {run_id} {status}; adapter saved to {ctx.adapter_dir}", flush=True)
+            print(f"run {run_id} {status}" + (f"; adapter saved to {ctx.adapter_dir}" if is_main else ""), flush=True)
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the store
         traceback.print_exc()
-        if is_main:
+        if node_main:
             store.finish_run(run_id, "failed", error=f"{type(e).__name__}: {e}")
         return 1
     finally:

@@ -1,0 +1,466 @@
+"""The Sweeps tab: start an Optuna (Bayesian) hyperparameter sweep, follow its trials, train the best config.
+
+A sweep is a base run config (a preset, edited as YAML), a few settings to search (rows; each field's kind
+and range default from the schema and the base's value) and an objective. Its driver runs detached
+(backend/sweeps.py): closing the page never stops it. Each trial is an ordinary run, so clicking a trial opens
+it in the Runs tab. Like the Runs tab, a gr.Timer re-renders the selected sweep and gr.skip()s whatever the
+page already shows.
+"""
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_origin
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+import yaml
+
+from app import runs_tab
+from app.formatting import fmt_time
+from app.forms import FIELDS, bounds
+from app.plots import empty_figure
+from app.runs_tab import RunView
+from app.train_tab import preset_choices
+from backend import jobs, sweeps
+from backend.config import ConfigError, build_config, choices, get_path, to_yaml
+from backend.store import RunStore
+
+MAX_PARAMS = 6
+SWEEP_PRESETS = Path(__file__).resolve().parents[1] / "presets" / "sweeps"
+DEFAULT_BASE = Path(__file__).resolve().parents[1] / "presets" / "sft_demo.yaml"
+SWEEP_COLUMNS = ["name", "status", "trials", "objective", "best", "started", "id"]
+_BEST_STYLE = "background-color: rgba(22, 163, 74, 0.16); font-weight: 600"
+_STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a", "failed": "#dc2626",
+                  "stopped": "#d97706"}
+
+
+# ---- plain functions (unit-tested without a browser) ----
+
+def searchable_fields(mode: str) -> list[tuple[str, str]]:
+    """(label, path) of the settings a sweep can search for this mode: numbers, on/off and named choices."""
+    out = []
+    for path, info in FIELDS.items():
+        modes = (info.json_schema_extra or {}).get("modes")
+        if path in sweeps.NOT_SEARCHED or (modes and mode not in modes):
+            continue
+        if info.annotation in (int, float, bool) or get_origin(info.annotation) is Literal:
+            out.append((f"{path} · {info.title}", path))
+    return out
+
+
+def default_param(path: str, base: dict) -> dict:
+    """A row for `path`: its kind and a range around the base's value, inside the schema's bounds."""
+    info = FIELDS[path]
+    value = get_path(base, path)
+    if info.annotation is bool:
+        return {"field": path, "kind": "categorical", "choices": [True, False]}
+    if choices(info):
+        return {"field": path, "kind": "categorical", "choices": choices(info)}
+    lo, hi = bounds(path)
+    lo = -math.inf if lo is None else lo
+    hi = math.inf if hi is None else hi
+    if info.annotation is int:
+        low = max(lo, value // 2)
+        return {"field": path, "kind": "int", "low": low, "high": min(hi, max(value * 2, low + 4))}
+    if value > 0:
+        low, high = max(lo, value / 10), min(hi, value * 10)
+        if low > 0 and high / low >= 10:
+            return {"field": path, "kind": "log_float", "low": float(f"{low:.3g}"), "high": float(f"{high:.3g}")}
+        return {"field": path, "kind": "float", "low": low, "high": high}
+    return {"field": path, "kind": "float", "low": max(lo, 0.0), "high": min(hi, 1.0)}
+
+
+def row_values(param: dict | None) -> list:
+    """[field, kind, low, high, choices text] for one row; an empty row for None."""
+    if not param:
+        return [None, "float", None, None, ""]
+    text = ", ".join(yaml.safe_dump(c, default_flow_style=True).strip().removesuffix("...").strip()
+                     for c in param.get("choices") or [])
+    return [param["field"], param["kind"], param.get("low"), param.get("high"), text]
+
+
+def param_from_row(field_path, kind, low, high, choices_text) -> dict | None:
+    if not field_path:
+        return None
+    if kind == "categorical":
+        items = [c.strip() for c in str(choices_text or "").split(",") if c.strip()]
+        return {"field": field_path, "kind": kind, "choices": [yaml.safe_load(c) for c in items]}
+    return {"field": field_path, "kind": kind, "low": low, "high": high}
+
+
+def parse_base(text: str) -> dict:
+    try:
+        data = yaml.safe_load(text or "") or {}
+    except yaml.YAMLError as e:
+        raise ConfigError([f"base: not valid YAML ({e})"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(["base: expected a mapping of run settings"])
+    return data
+
+
+def spec_data(base_text, rows: list[dict | None], metric, direction, reduce, last_k, n_trials, seed, prune,
+              name) -> dict:
+    return {"name": (name or "").strip(), "base": parse_base(base_text), "space": [r for r in rows if r],
+            "objective": {"metric": (metric or "").strip(), "direction": direction, "reduce": reduce,
+                          "last_k": int(last_k or 5)},
+            "n_trials": int(n_trials or 0), "seed": int(seed or 0),
+            "pruning": {"enabled": bool(prune)}}
+
+
+def sweep_table_rows(store: RunStore, all_sweeps: list[sweeps.Sweep], now: float | None = None) -> list[list]:
+    rows = []
+    for s in all_sweeps:
+        summary = sweeps.sweep_summary(s, sweeps.list_trials(store, s.id))
+        best = f"{sweeps.format_value(summary['best_value'])} (#{summary['best_trial']})" \
+            if summary["best_trial"] else "-"
+        rows.append([s.name, s.status, f"{summary['trials_done']}/{summary['n_trials']}",
+                     f"{summary['direction'][:3]} {summary['metric']}", best, fmt_time(s.started_at, now), s.id])
+    return rows
+
+
+def trials_frame(store: RunStore, sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]):
+    """The trials table; the best trial's row is highlighted (a pandas Styler, shown as is by gr.Dataframe)."""
+    if sweep is None:
+        return pd.DataFrame(columns=["trial", "status", "objective", "best", "run"])
+    frame = pd.DataFrame(sweeps.trial_rows(store, sweep, trials), columns=sweeps.trial_columns(sweep.spec))
+    return frame.style.apply(lambda row: [_BEST_STYLE if row["best"] else ""] * len(row), axis=1)
+
+
+def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> go.Figure:
+    """Objective per trial (completed and pruned) and the best so far, as a step line."""
+    if sweep is None:
+        return empty_figure("Select a sweep")
+    o = sweep.spec.objective
+    done = [t for t in trials if t.value is not None and t.status in ("completed", "pruned")]
+    if not done:
+        return empty_figure(f"No {o.metric} values yet")
+    fig = go.Figure()
+    for status, color, symbol in (("completed", "rgb(79, 70, 229)", "circle"), ("pruned", "#9ca3af", "x")):
+        pts = [t for t in done if t.status == status]
+        if pts:
+            fig.add_trace(go.Scatter(
+                x=[t.number + 1 for t in pts], y=[t.value for t in pts], mode="markers", name=status,
+                marker=dict(color=color, size=9, symbol=symbol),
+                customdata=[", ".join(f"{k}={sweeps.format_value(v)}" for k, v in t.params.items()) for t in pts],
+                hovertemplate=f"trial #%{{x}}<br>{o.metric} %{{y:.4g}}<br>%{{customdata}}<extra>{status}</extra>"))
+    xs, best_ys, best = [], [], None
+    better = min if o.direction == "minimize" else max
+    for t in sorted(done, key=lambda t: t.number):
+        if t.status == "completed":
+            best = t.value if best is None else better(best, t.value)
+        if best is not None:
+            xs.append(t.number + 1)
+            best_ys.append(best)
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=best_ys, mode="lines", name="best so far", line_shape="hv",
+                                 line=dict(color="#16a34a", width=2)))
+    fig.update_layout(height=300, template="plotly_white", margin=dict(l=50, r=20, t=40, b=40),
+                      title=dict(text=f"{o.metric} per trial ({o.direction}, {o.reduce})", font=dict(size=13)),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+                      xaxis=dict(title="trial", dtick=1, gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
+    return fig
+
+
+def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> str:
+    if sweep is None:
+        return '<div class="wb-progress wb-empty">No sweep selected. Start one above.</div>'
+    s = sweeps.sweep_summary(sweep, trials)
+    color = _STATUS_COLORS.get(sweep.status, "#6b7280")
+    pct = 100 * s["trials_done"] / max(1, s["n_trials"])
+    best = (f" · best {html.escape(s['metric'])} <b>{s['best_value']:.4g}</b> (trial #{s['best_trial']})"
+            if s["best_trial"] else "")
+    stop = " · stopping after the current trial's run saves" if sweep.stop_requested and sweep.active else ""
+    error = f'<div class="wb-help-error">{html.escape(sweep.error)}</div>' if sweep.error else ""
+    return (f'<div class="wb-progress"><div class="wb-progress-head"><b>{html.escape(sweep.name)}</b>'
+            f'<span class="wb-status" id="sweep-status-word" style="color:{color}">{sweep.status}</span>'
+            f'<span class="wb-status">{s["trials_done"]}/{s["n_trials"]} trials{best}{stop}</span></div>'
+            f'<div class="wb-bar"><div style="width:{pct:.0f}%;background:{color}"></div></div>{error}</div>')
+
+
+def base_text_for(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def sweep_preset_choices() -> list[tuple[str, str]]:
+    return [(p.stem, str(p)) for p in sorted(SWEEP_PRESETS.glob("*.yaml"))]
+
+
+@dataclass
+class SweepView:
+    """Per browser session: the selected sweep and what the page last showed (to skip unchanged outputs)."""
+
+    sweep_id: str | None = None
+    shown: dict = field(default_factory=dict)
+    changed = RunView.changed  # the Runs tab's bookkeeping: True (and remembered) when a value differs
+
+
+# ---- layout and events ----
+
+def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.Tabs):
+    view = gr.State(SweepView())
+    base_data = parse_base(base_text_for(str(DEFAULT_BASE)))
+    base_mode = base_data.get("mode", "sft")
+    gr.Markdown("Search settings with Optuna's Bayesian (TPE) sampler. Every trial is an ordinary run (it shows in "
+                "**Runs** with live plots); the sweep runs on its own, so closing this page never stops it. "
+                "Trials are whole runs: keep the base's `max_steps` small.", elem_classes=["wb-intro"])
+    with gr.Accordion("New sweep", open=True, elem_id="sweep-new"):
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2):
+                with gr.Row(elem_classes=["wb-bottom"]):
+                    spec_preset = gr.Dropdown(label="Load a sweep preset", choices=sweep_preset_choices(),
+                                              value=None, elem_id="sweep-preset", scale=3)
+                    base_preset = gr.Dropdown(label="Base run config", choices=preset_choices(store.workspace),
+                                              value=str(DEFAULT_BASE), elem_id="sweep-base-preset", scale=3)
+                base_yaml = gr.Code(base_text_for(str(DEFAULT_BASE)), language="yaml", interactive=True,
+                                    label="Base run config (YAML; every trial starts from it)", elem_id="sweep-base",
+                                    max_lines=18)
+            with gr.Column(scale=3):
+                gr.Markdown("**Search space**: the settings to search; ranges default to around the base's value",
+                            elem_classes=["wb-section"])
+                rows, row_boxes = [], []
+                field_choices = searchable_fields(base_mode)
+                for i in range(MAX_PARAMS):
+                    first = default_param("learning_rate", base_data) if i == 0 else None
+                    values = row_values(first)
+                    with gr.Row(visible=i == 0, elem_id=f"sweep-param-{i}", equal_height=False,
+                                elem_classes=["wb-bottom"]) as box:
+                        comps = [
+                            gr.Dropdown(label="Setting", choices=field_choices, value=values[0], scale=4,
+                                        allow_custom_value=True, elem_id=f"sweep-param-{i}-field"),
+                            gr.Dropdown(label="Kind", choices=list(sweeps.KINDS), value=values[1], scale=2,
+                                        elem_id=f"sweep-param-{i}-kind", min_width=110),
+                            gr.Number(label="Low", value=values[2], scale=2, elem_id=f"sweep-param-{i}-low",
+                                      min_width=90),
+                            gr.Number(label="High", value=values[3], scale=2, elem_id=f"sweep-param-{i}-high",
+                                      min_width=90),
+                            gr.Textbox(label="Choices (comma-separated)", value=values[4], scale=3,
+                                       elem_id=f"sweep-param-{i}-choices", min_width=120),
+                        ]
+                        remove = gr.Button("✕", scale=0, min_width=40, elem_id=f"sweep-param-{i}-remove")
+                    rows.append((comps, remove))
+                    row_boxes.append(box)
+                count = gr.State(1)
+                base_mode_shown = gr.State(base_mode)
+                add = gr.Button("+ Add a setting", size="sm", elem_id="sweep-add-param")
+                gr.Markdown("**Objective**", elem_classes=["wb-section"])
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+                    metric = gr.Dropdown(label="Metric", choices=sweeps.objective_metrics(build_config(base_data)),
+                                         value="loss", allow_custom_value=True, elem_id="sweep-metric", scale=3)
+                    direction = gr.Radio(["minimize", "maximize"], value="minimize", label="Direction",
+                                         elem_id="sweep-direction", scale=2)
+                    reduce = gr.Dropdown([("last value", "last"), ("mean of the last k", "mean_last"),
+                                          ("best value", "best")], value="last", label="Run's value",
+                                         elem_id="sweep-reduce", scale=2)
+                    last_k = gr.Number(5, label="k", precision=0, minimum=1, elem_id="sweep-last-k", scale=1,
+                                       min_width=70)
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+                    n_trials = gr.Number(8, label="Trials", precision=0, minimum=1, elem_id="sweep-n-trials",
+                                         scale=1, min_width=90)
+                    seed = gr.Number(42, label="Seed", precision=0, minimum=0, elem_id="sweep-seed", scale=1,
+                                     min_width=90)
+                    prune = gr.Checkbox(False, label="Prune poor trials early (median)", elem_id="sweep-prune",
+                                        scale=2)
+                    name = gr.Textbox(label="Sweep name", placeholder="generated", elem_id="sweep-name", scale=2)
+                with gr.Row():
+                    start = gr.Button("Start sweep", variant="primary", elem_id="sweep-start")
+                message = gr.Markdown("", elem_id="sweep-message")
+
+    sweeps_table = gr.Dataframe(pd.DataFrame(columns=SWEEP_COLUMNS), headers=SWEEP_COLUMNS, interactive=False,
+                                elem_id="sweeps-table", max_height=220, label="Sweeps (click a row to select it)")
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        select = gr.Dropdown(label="Selected sweep", choices=[], value=None, elem_id="sweeps-select", scale=4)
+        stop = gr.Button("Stop sweep", variant="stop", elem_id="sweep-stop", scale=1, min_width=120)
+        resume = gr.Button("Resume", elem_id="sweep-resume", scale=1, min_width=100)
+    status = gr.HTML(status_html(None, []), elem_id="sweep-status")
+    trials_table = gr.Dataframe(trials_frame(store, None, []), interactive=False, elem_id="sweep-trials",
+                                max_height=360, label="Trials (★ best; click a row to open its run)")
+    history = gr.Plot(elem_id="sweep-history", show_label=False)
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        best_yaml = gr.Code(language="yaml", interactive=False, elem_id="sweep-best-config",
+                            label="Best trial's run config (copy it, or train it)", max_lines=14, scale=4)
+        train_best = gr.Button("Train the best config", variant="primary", elem_id="sweep-train-best", scale=1,
+                               min_width=160)
+
+    outputs = [sweeps_table, select, status, trials_table, history, best_yaml, view]
+    row_inputs = [c for comps, _ in rows for c in comps]
+
+    def render(v: SweepView):
+        now = time.time()
+        all_sweeps = sweeps.list_sweeps(store)
+        if v.sweep_id not in {s.id for s in all_sweeps}:
+            v.sweep_id = next((s.id for s in all_sweeps if s.active), all_sweeps[0].id if all_sweeps else None)
+        table = sweep_table_rows(store, all_sweeps, now)
+        table_out = pd.DataFrame(table, columns=SWEEP_COLUMNS) if v.changed("table", table) else gr.skip()
+        select_choices = [(f"{s.name} · {s.id}", s.id) for s in all_sweeps]
+        select_out = gr.update(choices=select_choices, value=v.sweep_id) \
+            if v.changed("select", (select_choices, v.sweep_id)) else gr.skip()
+        sweep = next((s for s in all_sweeps if s.id == v.sweep_id), None)
+        trials = sweeps.list_trials(store, sweep.id) if sweep else []
+        rows_now = sweeps.trial_rows(store, sweep, trials) if sweep else []
+        key = (v.sweep_id, str(rows_now))
+        trials_out = trials_frame(store, sweep, trials) if v.changed("trials", key) else gr.skip()
+        plot_key = (v.sweep_id, [(t.number, t.status, t.value) for t in trials])
+        plot_out = history_figure(sweep, trials) if v.changed("plot", plot_key) else gr.skip()
+        stat = status_html(sweep, trials)
+        best = sweeps.best_trial(sweep.spec, trials) if sweep else None
+        best_text = to_yaml(sweeps.trial_config(sweep.spec, best.params, name=f"{sweep.name} best")) if best else ""
+        return [table_out, select_out, stat if v.changed("status", stat) else gr.skip(), trials_out, plot_out,
+                best_text if v.changed("best", best_text) else gr.skip(), v]
+
+    def on_tick(v: SweepView):
+        sweeps.reconcile_sweeps(store)
+        return render(v)
+
+    def on_select(sweep_id, v: SweepView):
+        return render(SweepView(sweep_id=sweep_id or None, shown={"table": v.shown.get("table")}))
+
+    def on_table_select(evt: gr.SelectData, v: SweepView):
+        row = evt.row_value or []
+        return on_select(row[-1], v) if row else [gr.skip()] * (len(outputs) - 1) + [v]
+
+    def on_trial_select(evt: gr.SelectData):
+        row = evt.row_value or []
+        run_id = row[-1] if row else None
+        return runs_tab.follow(store, run_id if run_id and run_id != "-" else None)
+
+    def on_base_preset(path):
+        return base_text_for(path)
+
+    def on_base_change(text, current_metric, shown_mode):
+        """The base's mode decides which settings and metrics are offered (re-offered only when it changes)."""
+        try:
+            config = build_config(parse_base(text))
+        except ConfigError:
+            return [gr.skip()] * (MAX_PARAMS + 2)
+        if config.mode == shown_mode:
+            return [gr.skip()] * (MAX_PARAMS + 2)
+        fields = gr.update(choices=searchable_fields(config.mode))
+        metrics = sweeps.objective_metrics(config)
+        metric_out = gr.update(choices=metrics, value=current_metric if current_metric in metrics else "loss")
+        return [fields] * MAX_PARAMS + [metric_out, config.mode]
+
+    def on_field(path, text):
+        if not path or path not in FIELDS:
+            return [gr.skip()] * 4
+        try:
+            base = build_config(parse_base(text)).model_dump()
+        except ConfigError:
+            base = build_config({}).model_dump()
+        return row_values(default_param(path, base))[1:]
+
+    def on_metric(metric_name):
+        return sweeps.default_direction(metric_name or "")
+
+    def shown_rows(params: list[dict | None]) -> list:
+        params = [p for p in params if p][:MAX_PARAMS]
+        values = [x for i in range(MAX_PARAMS) for x in row_values(params[i] if i < len(params) else None)]
+        n = max(1, len(params))
+        return [*values, *[gr.update(visible=i < n) for i in range(MAX_PARAMS)], n]
+
+    def current_rows(values) -> list[dict | None]:
+        return [param_from_row(*values[i * 5:(i + 1) * 5]) for i in range(MAX_PARAMS)]
+
+    def on_add(n):
+        if n >= MAX_PARAMS:
+            gr.Warning(f"At most {MAX_PARAMS} settings in one sweep.")
+            return [gr.skip()] * (MAX_PARAMS + 1)
+        return [*[gr.update(visible=i <= n) for i in range(MAX_PARAMS)], n + 1]
+
+    def remover(index: int):
+        def on_remove(n, *values):
+            params = current_rows(values)[:n]
+            return shown_rows(params[:index] + params[index + 1:])
+        return on_remove
+
+    def on_spec_preset(path):
+        if not path:
+            return [gr.skip()] * (5 * MAX_PARAMS + MAX_PARAMS + 1 + 10)
+        try:
+            spec = sweeps.load_sweep_spec(path)
+        except ConfigError as e:
+            gr.Warning("; ".join(e.errors))
+            return [gr.skip()] * (5 * MAX_PARAMS + MAX_PARAMS + 1 + 10)
+        base = build_config(spec.base)
+        o = spec.objective
+        return [*shown_rows([p.model_dump(exclude_none=True) for p in spec.space]),
+                to_yaml(base, only_changed=True), gr.update(value=None), o.metric, o.direction, o.reduce, o.last_k,
+                spec.n_trials, spec.seed, spec.pruning.enabled, spec.name]
+
+    def on_start(v: SweepView, n, base_text, metric_name, direction_value, reduce_value, k, trials_n, seed_value,
+                 prune_value, name_value, *values):
+        try:
+            data = spec_data(base_text, current_rows(values)[:n], metric_name, direction_value, reduce_value, k,
+                             trials_n, seed_value, prune_value, name_value)
+            spec = sweeps.build_sweep_spec(data)
+            sweep = sweeps.start_sweep(store, spec)
+        except ConfigError as e:
+            lines = "\n".join(f"- {html.escape(line)}" for line in e.errors)
+            return [f'<div class="wb-help-error">Cannot start the sweep:</div>\n\n{lines}', *render(v)]
+        gr.Info(f"Sweep {sweep.name} started: {spec.n_trials} trials.")
+        return [f"Started **{html.escape(sweep.name)}** (`{sweep.id}`): {spec.n_trials} trials; its runs show "
+                "in the Runs tab as they start.", *render(SweepView(sweep_id=sweep.id))]
+
+    def on_stop(v: SweepView):
+        if not v.sweep_id:
+            gr.Info("Select a sweep first.")
+            return render(v)
+        outcome = sweeps.stop_sweep(store, v.sweep_id)
+        gr.Info("Stopping: the current trial's run saves its adapter, then the sweep ends."
+                if outcome == "stopping" else f"The sweep is {outcome}.")
+        return render(v)
+
+    def on_resume(v: SweepView):
+        if not v.sweep_id:
+            gr.Info("Select a sweep first.")
+            return render(v)
+        try:
+            sweeps.resume_sweep(store, v.sweep_id)
+            gr.Info("Resumed: finished trials are kept.")
+        except ConfigError as e:
+            gr.Warning("; ".join(e.errors))
+        return render(v)
+
+    def on_train_best(v: SweepView):
+        config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
+        if config is None:
+            gr.Warning("No completed trial yet.")
+            return gr.skip(), gr.skip()
+        try:
+            run = jobs.submit_run(store, config)
+        except ConfigError as e:
+            gr.Warning("; ".join(e.errors))
+            return gr.skip(), gr.skip()
+        gr.Info(f"Started {run.name}.")
+        return runs_tab.follow(store, run.id)
+
+    form_inputs = [count, base_yaml, metric, direction, reduce, last_k, n_trials, seed, prune, name]
+    timer.tick(on_tick, view, outputs, show_progress="hidden")
+    select.input(on_select, [select, view], outputs, show_progress="hidden")
+    sweeps_table.select(on_table_select, view, outputs, show_progress="hidden")
+    trials_table.select(on_trial_select, None, [runs_select, tabs])
+    base_preset.input(on_base_preset, base_preset, base_yaml)
+    base_yaml.change(on_base_change, [base_yaml, metric, base_mode_shown],
+                     [comps[0] for comps, _ in rows] + [metric, base_mode_shown], show_progress="hidden")
+    for comps, remove in rows:
+        comps[0].input(on_field, [comps[0], base_yaml], comps[1:], show_progress="hidden")
+    for i, (_, remove) in enumerate(rows):
+        remove.click(remover(i), [count, *row_inputs], [*row_inputs, *row_boxes, count], show_progress="hidden")
+    add.click(on_add, count, [*row_boxes, count], show_progress="hidden")
+    metric.input(on_metric, metric, direction, show_progress="hidden")
+    spec_preset.input(on_spec_preset, spec_preset,
+                      [*row_inputs, *row_boxes, count, base_yaml, base_preset, metric, direction, reduce, last_k,
+                       n_trials, seed, prune, name], show_progress="hidden")
+    start.click(on_start, [view, *form_inputs, *row_inputs], [message, *outputs])
+    stop.click(on_stop, view, outputs)
+    resume.click(on_resume, view, outputs)
+    train_best.click(on_train_best, view, [runs_select, tabs])

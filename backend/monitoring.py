@@ -1,0 +1,159 @@
+"""The workbench's state for Prometheus: runs by status, each running run's progress and heartbeat, the latest
+value of every metric a running (or recently finished) run logged, and labels per labeling session.
+
+Nothing is kept in memory: a custom collector reads the run store at every scrape, with a handful of indexed
+queries, so the UI server (`/metrics`), `launch.py metrics` and any number of workers agree without a shared
+process. Served by the UI (app/main.py) and, for machines without it, by `serve` below.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import math
+import re
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+
+from backend.store import STATUSES, RunStore
+
+RECENT_SECONDS = 3600.0  # finished runs keep their last metric values in the exposition this long
+RUN_LABELS = ["run_id", "run_name", "mode"]
+_UNSAFE = re.compile(r"[^A-Za-z0-9_:]")
+
+
+def metric_label(name: str) -> str:
+    """A trainer's metric name as a label value PromQL users can type: rewards/correct/mean -> rewards_correct_mean."""
+    return _UNSAFE.sub("_", name)
+
+
+class WorkbenchCollector:
+    """Reads the run store on each `collect` (each scrape)."""
+
+    def __init__(self, store: RunStore, recent_seconds: float = RECENT_SECONDS):
+        self.store, self.recent_seconds = store, recent_seconds
+
+    def describe(self):
+        return []  # nothing to read at registration: the families depend on what the store holds
+
+    def collect(self):
+        now = time.time()
+        with self.store.connect() as db:
+            counts = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
+            runs = db.execute("SELECT id, name, mode, status, step, total_steps, heartbeat_at, train_started_at "
+                              "FROM runs WHERE status='running' OR finished_at >= ? ORDER BY created_at",
+                              (now - self.recent_seconds,)).fetchall()
+            sessions = db.execute("SELECT s.id, s.name, s.mode, COUNT(l.id) FROM label_sessions s LEFT JOIN labels l "
+                                  "ON l.session_id = s.id AND l.undone = 0 GROUP BY s.id ORDER BY s.created_at"
+                                  ).fetchall()
+
+        by_status = GaugeMetricFamily("workbench_runs", "Runs in the workspace by status.", labels=["status"])
+        for status in STATUSES:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        yield GaugeMetricFamily("workbench_runs_queued", "Runs waiting for a free training slot.",
+                                value=counts.get("queued", 0))
+
+        step = GaugeMetricFamily("workbench_run_step", "Optimizer steps done by a running run.", labels=RUN_LABELS)
+        total = GaugeMetricFamily("workbench_run_total_steps", "Steps a running run will train.", labels=RUN_LABELS)
+        progress = GaugeMetricFamily("workbench_run_progress", "Fraction of its steps a running run has done (0-1).",
+                                     labels=RUN_LABELS)
+        heartbeat = GaugeMetricFamily("workbench_run_heartbeat_age_seconds",
+                                      "Seconds since a running run's worker last reported alive.", labels=RUN_LABELS)
+        pace = GaugeMetricFamily("workbench_run_steps_per_second",
+                                 "Training throughput of a running run since its first step.", labels=RUN_LABELS)
+        latest = GaugeMetricFamily("workbench_run_metric",
+                                   "Latest value of each metric a running or recently finished run logged "
+                                   "(loss, reward, kl, learning_rate, rewards/<source>/mean, ...; the name's "
+                                   "characters other than letters, digits, _ and : become _).",
+                                   labels=[*RUN_LABELS, "metric"])
+        for run in runs:
+            ids = [run["id"], run["name"], run["mode"]]
+            if run["status"] == "running":
+                step.add_metric(ids, run["step"])
+                if run["total_steps"]:
+                    total.add_metric(ids, run["total_steps"])
+                    progress.add_metric(ids, min(1.0, run["step"] / run["total_steps"]))
+                if run["heartbeat_at"]:
+                    heartbeat.add_metric(ids, max(0.0, now - run["heartbeat_at"]))
+                if run["train_started_at"] and run["step"] > 0:
+                    pace.add_metric(ids, run["step"] / max(now - run["train_started_at"], 1e-9))
+            seen = set()
+            for name, value in self.store.last_metrics(run["id"]).items():
+                label = metric_label(name)
+                if label not in seen:
+                    seen.add(label)
+                    latest.add_metric([*ids, label], math.nan if value is None else value)
+        yield from (step, total, progress, heartbeat, pace, latest)
+
+        labels = GaugeMetricFamily("workbench_labels", "Preference labels given in a labeling session (undone ones "
+                                   "excluded).", labels=["session_id", "session_name", "mode"])
+        for s in sessions:
+            labels.add_metric([s[0], s[1], s[2]], s[3])
+        yield labels
+
+
+def registry(store: RunStore) -> CollectorRegistry:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(WorkbenchCollector(store))
+    return reg
+
+
+def exposition(reg: CollectorRegistry, accept: str | None = None) -> tuple[bytes, str]:
+    """(body, content type): Prometheus text format, or OpenMetrics when the scraper asks for it."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(reg), content_type
+
+
+def authorized(header: str | None, auth: tuple[str, str] | None) -> bool:
+    """Whether an Authorization header carries the workbench's credentials (HTTP basic, what Prometheus sends)."""
+    if auth is None:
+        return True
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    ok_user = hmac.compare_digest(user.encode(), auth[0].encode())
+    ok_password = hmac.compare_digest(password.encode(), auth[1].encode())
+    return bool(sep) and ok_user and ok_password
+
+
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Basic realm="workbench metrics"'}
+
+
+def serve(store: RunStore, host: str = "127.0.0.1", port: int = 9101,
+          auth: tuple[str, str] | None = None) -> ThreadingHTTPServer:
+    """An HTTP server that answers only GET /metrics (call serve_forever on it); for machines without the UI."""
+    reg = registry(store)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if urlsplit(self.path).path != "/metrics":
+                self.send_error(404, "only /metrics is served here")
+                return
+            if not authorized(self.headers.get("Authorization"), auth):
+                self.send_response(401)
+                for key, value in UNAUTHORIZED_HEADERS.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body, content_type = exposition(reg, self.headers.get("Accept"))
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format, *args):  # noqa: A002 - scrapes every few seconds would flood the console
+            pass
+
+    return ThreadingHTTPServer((host, port), Handler)

@@ -1,0 +1,43 @@
+"""The Sweeps tab as a person uses it: a base config, one setting to search, Start, and the trials fill in."""
+from pathlib import Path
+
+from tests.processes import leave_nothing_running
+
+TRIALS_DONE = "() => (document.querySelector('#sweep-trials')?.textContent.match(/completed/g) || []).length"
+HISTORY_POINTS = ("() => { const p = document.querySelector('#sweep-history .js-plotly-plot');"
+                  " return p && p.data ? p.data.reduce((n, t) => n + (t.name === 'best so far' ? 0 : t.x.length), 0)"
+                  " : 0; }")
+
+
+def test_start_a_two_trial_sweep_and_watch_its_trials(ui_server, page, tiny_model):
+    page.goto(ui_server["url"])
+    page.get_by_role("tab", name="Sweeps").click()
+    page.wait_for_selector("#sweep-base .cm-content")
+    # flat keys only: CodeMirror would auto-close a typed brace
+    base = (f"mode: sft\nmodel: {tiny_model}\ndataset: demo-sft-instructions\nmax_steps: 2\nmax_length: 64\n"
+            "logging_steps: 1\n")
+    page.locator("#sweep-base .cm-content").fill(base)
+    # the first row searches the learning rate by default, on a log scale around the base's value
+    assert page.locator("#sweep-param-0-kind input").input_value() == "log_float"
+    box = page.locator("#sweep-n-trials input")
+    box.fill("2")
+    box.press("Tab")
+    page.locator("#sweep-name input, #sweep-name textarea").first.fill("ui-sweep")
+    page.click("#sweep-start")
+    try:
+        watch_the_sweep(page, ui_server)
+    finally:
+        leave_nothing_running(ui_server["workspace"])
+
+
+def watch_the_sweep(page, ui_server):
+    page.wait_for_function("() => /Started/.test(document.querySelector('#sweep-message').textContent)",
+                           timeout=60_000)
+    page.wait_for_function(f"() => ({TRIALS_DONE})() >= 2", timeout=300_000)
+    page.wait_for_function("() => /completed/.test(document.querySelector('#sweep-status').textContent)",
+                           timeout=30_000)
+    table = page.locator("#sweep-trials").inner_text()
+    assert "★" in table and "learning_rate" in table and "ui-sweep" not in table
+    page.wait_for_function(f"() => ({HISTORY_POINTS})() >= 2", timeout=30_000)
+    assert "learning_rate" in page.locator("#sweep-best-config").inner_text()
+    page.screenshot(path=str(Path(ui_server["workspace"]) / "sweeps-tab.png"), full_page=True)

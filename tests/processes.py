@@ -1,0 +1,17 @@
+"""Teardown shared by the tests that start detached processes: leave none of them running."""
+import os
+import signal
+
+from backend import sweeps
+from backend.jobs import pid_alive, stop_run
+from backend.store import RunStore
+
+
+def leave_nothing_running(workspace) -> None:
+    """Kill sweep drivers first (they would start new trials), then force-stop the runs."""
+    store = RunStore(workspace)
+    for sweep in sweeps.list_sweeps(store, sweeps.ACTIVE):
+        if sweep.pid and pid_alive(sweep.pid):
+            os.kill(sweep.pid, signal.SIGKILL)
+    for run in store.list_runs(("queued", "running")):
+        stop_run(store, run.id, force=True)
