@@ -49,7 +49,7 @@ def searchable_fields(mode: str) -> list[tuple[str, str]]:
         if path in sweeps.NOT_SEARCHED or (modes and mode not in modes):
             continue
         if info.annotation in (int, float, bool) or get_origin(info.annotation) is Literal:
-            out.append((f"{path} · {info.title}", path))
+            out.append((path, path))
     return out
 
 
@@ -215,65 +215,66 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
                 "Trials are whole runs: keep the base's `max_steps` small.", elem_classes=["wb-intro"])
     with gr.Accordion("New sweep", open=True, elem_id="sweep-new"):
         with gr.Row(equal_height=False):
-            with gr.Column(scale=2):
+            with gr.Column(scale=1):
                 with gr.Row(elem_classes=["wb-bottom"]):
                     spec_preset = gr.Dropdown(label="Load a sweep preset", choices=sweep_preset_choices(),
                                               value=None, elem_id="sweep-preset", scale=3)
-                    base_preset = gr.Dropdown(label="Base run config", choices=preset_choices(store.workspace),
+                    base_preset = gr.Dropdown(label="Base: a run preset", choices=preset_choices(store.workspace),
                                               value=str(DEFAULT_BASE), elem_id="sweep-base-preset", scale=3)
                 base_yaml = gr.Code(base_text_for(str(DEFAULT_BASE)), language="yaml", interactive=True,
                                     label="Base run config (YAML; every trial starts from it)", elem_id="sweep-base",
-                                    max_lines=18)
-            with gr.Column(scale=3):
-                gr.Markdown("**Search space**: the settings to search; ranges default to around the base's value",
+                                    max_lines=16)
+            with gr.Column(scale=1):
+                gr.Markdown("**Objective**: a metric the trainer logs, reduced to one value per run",
                             elem_classes=["wb-section"])
-                rows, row_boxes = [], []
-                field_choices = searchable_fields(base_mode)
-                for i in range(MAX_PARAMS):
-                    first = default_param("learning_rate", base_data) if i == 0 else None
-                    values = row_values(first)
-                    with gr.Row(visible=i == 0, elem_id=f"sweep-param-{i}", equal_height=False,
-                                elem_classes=["wb-bottom"]) as box:
-                        comps = [
-                            gr.Dropdown(label="Setting", choices=field_choices, value=values[0], scale=4,
-                                        allow_custom_value=True, elem_id=f"sweep-param-{i}-field"),
-                            gr.Dropdown(label="Kind", choices=list(sweeps.KINDS), value=values[1], scale=2,
-                                        elem_id=f"sweep-param-{i}-kind", min_width=110),
-                            gr.Number(label="Low", value=values[2], scale=2, elem_id=f"sweep-param-{i}-low",
-                                      min_width=90),
-                            gr.Number(label="High", value=values[3], scale=2, elem_id=f"sweep-param-{i}-high",
-                                      min_width=90),
-                            gr.Textbox(label="Choices (comma-separated)", value=values[4], scale=3,
-                                       elem_id=f"sweep-param-{i}-choices", min_width=120),
-                        ]
-                        remove = gr.Button("✕", scale=0, min_width=40, elem_id=f"sweep-param-{i}-remove")
-                    rows.append((comps, remove))
-                    row_boxes.append(box)
-                count = gr.State(1)
-                base_mode_shown = gr.State(base_mode)
-                add = gr.Button("+ Add a setting", size="sm", elem_id="sweep-add-param")
-                gr.Markdown("**Objective**", elem_classes=["wb-section"])
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     metric = gr.Dropdown(label="Metric", choices=sweeps.objective_metrics(build_config(base_data)),
                                          value="loss", allow_custom_value=True, elem_id="sweep-metric", scale=3)
                     direction = gr.Radio(["minimize", "maximize"], value="minimize", label="Direction",
                                          elem_id="sweep-direction", scale=2)
+                with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     reduce = gr.Dropdown([("last value", "last"), ("mean of the last k", "mean_last"),
                                           ("best value", "best")], value="last", label="Run's value",
-                                         elem_id="sweep-reduce", scale=2)
-                    last_k = gr.Number(5, label="k", precision=0, minimum=1, elem_id="sweep-last-k", scale=1,
-                                       min_width=70)
+                                         elem_id="sweep-reduce", scale=3)
+                    last_k = gr.Number(5, label="k (mean of the last k)", precision=0, minimum=1,
+                                       elem_id="sweep-last-k", scale=2)
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     n_trials = gr.Number(8, label="Trials", precision=0, minimum=1, elem_id="sweep-n-trials",
                                          scale=1, min_width=90)
                     seed = gr.Number(42, label="Seed", precision=0, minimum=0, elem_id="sweep-seed", scale=1,
                                      min_width=90)
-                    prune = gr.Checkbox(False, label="Prune poor trials early (median)", elem_id="sweep-prune",
-                                        scale=2)
                     name = gr.Textbox(label="Sweep name", placeholder="generated", elem_id="sweep-name", scale=2)
-                with gr.Row():
-                    start = gr.Button("Start sweep", variant="primary", elem_id="sweep-start")
-                message = gr.Markdown("", elem_id="sweep-message")
+                prune = gr.Checkbox(False, label="Prune poor trials early (stop a trial whose metric is worse than "
+                                    "the median of earlier trials at the same step)", elem_id="sweep-prune")
+        gr.Markdown("**Search space**: the settings to search; a new row's range sits around the base's value",
+                    elem_classes=["wb-section"])
+        rows, row_boxes = [], []
+        field_choices = searchable_fields(base_mode)
+        for i in range(MAX_PARAMS):
+            first = default_param("learning_rate", base_data) if i == 0 else None
+            values = row_values(first)
+            with gr.Row(visible=i == 0, elem_id=f"sweep-param-{i}", equal_height=False,
+                        elem_classes=["wb-bottom"]) as box:
+                comps = [
+                    gr.Dropdown(label="Setting", choices=field_choices, value=values[0], scale=4,
+                                allow_custom_value=True, elem_id=f"sweep-param-{i}-field"),
+                    gr.Dropdown(label="Kind", choices=list(sweeps.KINDS), value=values[1], scale=2,
+                                elem_id=f"sweep-param-{i}-kind", min_width=130),
+                    gr.Number(label="Low", value=values[2], scale=2, elem_id=f"sweep-param-{i}-low", min_width=110),
+                    gr.Number(label="High", value=values[3], scale=2, elem_id=f"sweep-param-{i}-high",
+                              min_width=110),
+                    gr.Textbox(label="Choices (categorical, comma-separated)", value=values[4], scale=4,
+                               elem_id=f"sweep-param-{i}-choices", min_width=160),
+                ]
+                remove = gr.Button("✕", scale=0, min_width=40, elem_id=f"sweep-param-{i}-remove")
+            rows.append((comps, remove))
+            row_boxes.append(box)
+        count = gr.State(1)
+        base_mode_shown = gr.State(base_mode)
+        with gr.Row():
+            add = gr.Button("+ Add a setting", size="sm", elem_id="sweep-add-param", scale=1)
+            start = gr.Button("Start sweep", variant="primary", elem_id="sweep-start", scale=2)
+        message = gr.Markdown("", elem_id="sweep-message")
 
     sweeps_table = gr.Dataframe(pd.DataFrame(columns=SWEEP_COLUMNS), headers=SWEEP_COLUMNS, interactive=False,
                                 elem_id="sweeps-table", max_height=220, label="Sweeps (click a row to select it)")

@@ -19,6 +19,13 @@ def test_start_a_two_trial_sweep_and_watch_its_trials(ui_server, page, tiny_mode
     page.locator("#sweep-base .cm-content").fill(base)
     # the first row searches the learning rate by default, on a log scale around the base's value
     assert page.locator("#sweep-param-0-kind input").input_value() == "log_float"
+    # a second row: picking a setting fills its kind and range from the schema around the base's value
+    page.click("#sweep-add-param")
+    page.locator("#sweep-param-1-field input").fill("lora.r")
+    page.get_by_role("option", name="lora.r", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#sweep-param-1-kind input').value === 'int'")
+    assert page.locator("#sweep-param-1-low input").input_value() == "4"
+    assert page.locator("#sweep-param-1-high input").input_value() == "16"
     box = page.locator("#sweep-n-trials input")
     box.fill("2")
     box.press("Tab")
@@ -37,7 +44,7 @@ def watch_the_sweep(page, ui_server):
     page.wait_for_function("() => /completed/.test(document.querySelector('#sweep-status').textContent)",
                            timeout=30_000)
     table = page.locator("#sweep-trials").inner_text()
-    assert "★" in table and "learning_rate" in table and "ui-sweep" not in table
+    assert "★" in table and "learning_rate" in table and "lora.r" in table
     page.wait_for_function(f"() => ({HISTORY_POINTS})() >= 2", timeout=30_000)
     assert "learning_rate" in page.locator("#sweep-best-config").inner_text()
     page.screenshot(path=str(Path(ui_server["workspace"]) / "sweeps-tab.png"), full_page=True)
