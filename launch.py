@@ -373,7 +373,7 @@ def _follow_sweep(store, sweep_id) -> int:
             if (t.number, t.status) not in printed and (t.status in sweeps.TRIAL_FINAL or t.run_id):
                 printed.add((t.number, t.status))
                 params = ", ".join(f"{k}={sweeps.format_value(v)}" for k, v in t.params.items())
-                value = f" {sweep.spec.objective.metric} {sweeps.format_value(t.value)}" if t.value is not None else ""
+                value = f" {sweep.spec.objective.metric} {sweeps.format_value(t.value, 6)}" if t.value is not None else ""
                 error = f" ({t.error.splitlines()[0][:160]})" if t.error and t.status != "stopped" else ""
                 print(f"trial {t.label} {t.status}{value}  [{params}]  run {t.run_id or '-'}{error}", flush=True)
         return sweep
@@ -417,7 +417,7 @@ def _sweep_list(store, args) -> int:
     for r in rows:
         objective = f"{r['metric']} ({r['direction'][:3]})"
         print(f"{r['id']:26} {r['name'][:24]:24} {r['status']:10} {str(r['trials_done']) + '/' + str(r['n_trials']):>7}"
-              f"  {objective[:24]:24} {sweeps.format_value(r['best_value']):>10}  {_fmt_time(r['started_at'])}")
+              f"  {objective[:24]:24} {sweeps.format_value(r['best_value'], 6):>10}  {_fmt_time(r['started_at'])}")
     return 0
 
 

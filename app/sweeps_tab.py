@@ -116,7 +116,7 @@ def sweep_table_rows(store: RunStore, all_sweeps: list[sweeps.Sweep], now: float
     rows = []
     for s in all_sweeps:
         summary = sweeps.sweep_summary(s, sweeps.list_trials(store, s.id))
-        best = f"{sweeps.format_value(summary['best_value'])} (#{summary['best_trial']})" \
+        best = f"{sweeps.format_value(summary['best_value'], 6)} (#{summary['best_trial']})" \
             if summary["best_trial"] else "-"
         rows.append([s.name, s.status, f"{summary['trials_done']}/{summary['n_trials']}",
                      f"{summary['direction'][:3]} {summary['metric']}", best, fmt_time(s.started_at, now), s.id])
@@ -147,7 +147,7 @@ def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> go
                 x=[t.number + 1 for t in pts], y=[t.value for t in pts], mode="markers", name=status,
                 marker=dict(color=color, size=9, symbol=symbol),
                 customdata=[", ".join(f"{k}={sweeps.format_value(v)}" for k, v in t.params.items()) for t in pts],
-                hovertemplate=f"trial #%{{x}}<br>{o.metric} %{{y:.4g}}<br>%{{customdata}}<extra>{status}</extra>"))
+                hovertemplate=f"trial #%{{x}}<br>{o.metric} %{{y:.6g}}<br>%{{customdata}}<extra>{status}</extra>"))
     xs, best_ys, best = [], [], None
     better = min if o.direction == "minimize" else max
     for t in sorted(done, key=lambda t: t.number):
@@ -172,7 +172,7 @@ def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> str:
     s = sweeps.sweep_summary(sweep, trials)
     color = _STATUS_COLORS.get(sweep.status, "#6b7280")
     pct = 100 * s["trials_done"] / max(1, s["n_trials"])
-    best = (f" · best {html.escape(s['metric'])} <b>{s['best_value']:.4g}</b> (trial #{s['best_trial']})"
+    best = (f" · best {html.escape(s['metric'])} <b>{s['best_value']:.6g}</b> (trial #{s['best_trial']})"
             if s["best_trial"] else "")
     stop = " · stopping after the current trial's run saves" if sweep.stop_requested and sweep.active else ""
     error = f'<div class="wb-help-error">{html.escape(sweep.error)}</div>' if sweep.error else ""

@@ -532,10 +532,11 @@ def reduce_series(values: list[float | None], objective: Objective) -> float | N
     return min(values) if objective.direction == "minimize" else max(values)
 
 
-def format_value(v) -> str:
+def format_value(v, digits: int = 4) -> str:
+    """A setting's or objective's value for tables: floats to `digits` significant digits."""
     if v is None:
         return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
 def trial_columns(spec: SweepSpec) -> list[str]:
@@ -555,7 +556,7 @@ def trial_rows(store: RunStore, sweep: Sweep, trials: list[Trial]) -> list[list[
             except KeyError:
                 pass
         rows.append([t.label, status, *[format_value(t.params.get(p.field)) for p in sweep.spec.space],
-                     format_value(t.value), "★" if best and t.number == best.number else "", t.run_id or "-"])
+                     format_value(t.value, 6), "★" if best and t.number == best.number else "", t.run_id or "-"])
     return rows
 
 
