@@ -83,7 +83,7 @@ def build_app(workspace: str | Path) -> gr.Blocks:
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs = runs_tab.build(store, timer, view)
             with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps"):
-                sweeps_tab.build(store, timer, runs.select, tabs)
+                sweeps_tab.build(store, timer, runs.select, tabs, train.form)
             with gr.Tab("Reward playground", id="playground", elem_id="tab-playground"):
                 play = playground_tab.build(store, train.sources)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:

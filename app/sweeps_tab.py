@@ -206,7 +206,9 @@ class SweepView:
 
 # ---- layout and events ----
 
-def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.Tabs):
+def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.Tabs, train_form=None):
+    """The tab's layout and events; `train_form` (the Train tab's SettingsForm) lets its settings become the
+    base, and the best trial's settings go back into it to train longer."""
     view = gr.State(SweepView())
     base_data = parse_base(base_text_for(str(DEFAULT_BASE)))
     base_mode = base_data.get("mode", "sft")
@@ -221,6 +223,8 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
                                               value=None, elem_id="sweep-preset", scale=3)
                     base_preset = gr.Dropdown(label="Base: a run preset", choices=preset_choices(store.workspace),
                                               value=str(DEFAULT_BASE), elem_id="sweep-base-preset", scale=3)
+                from_train = gr.Button("Use the Train tab's settings as the base", size="sm",
+                                       elem_id="sweep-base-from-train", visible=train_form is not None)
                 base_yaml = gr.Code(base_text_for(str(DEFAULT_BASE)), language="yaml", interactive=True,
                                     label="Base run config (YAML; every trial starts from it)", elem_id="sweep-base",
                                     max_lines=16)
@@ -289,8 +293,10 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         best_yaml = gr.Code(language="yaml", interactive=False, elem_id="sweep-best-config",
                             label="Best trial's run config (copy it, or train it)", max_lines=14, scale=4)
-        train_best = gr.Button("Train the best config", variant="primary", elem_id="sweep-train-best", scale=1,
-                               min_width=160)
+        with gr.Column(scale=1, min_width=200):
+            best_to_form = gr.Button("Open it in the Train tab", elem_id="sweep-best-to-train",
+                                     visible=train_form is not None)
+            train_best = gr.Button("Train the best config", variant="primary", elem_id="sweep-train-best")
 
     outputs = [sweeps_table, select, status, trials_table, history, best_yaml, view]
     row_inputs = [c for comps, _ in rows for c in comps]
@@ -443,6 +449,26 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
             return gr.skip(), gr.skip()
         gr.Info(f"Started {run.name}.")
         return runs_tab.follow(store, run.id)
+
+    def on_from_train(*values):
+        try:
+            config = train_form.config_from(values)
+        except ConfigError as e:
+            gr.Warning("The Train tab's settings are not valid yet: " + "; ".join(e.errors))
+            return gr.skip()
+        return to_yaml(config, only_changed=True)
+
+    def on_best_to_form(v: SweepView):
+        config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
+        if config is None:
+            gr.Warning("No completed trial yet.")
+            return [gr.skip()] * (len(train_form.outputs) + 1)
+        gr.Info("The best trial's settings are in the Train tab: raise max steps there to train it for longer.")
+        return [*train_form.updates_from(config), gr.Tabs(selected="train")]
+
+    if train_form is not None:
+        from_train.click(on_from_train, train_form.inputs, base_yaml)
+        best_to_form.click(on_best_to_form, view, [*train_form.outputs, tabs])
 
     form_inputs = [count, base_yaml, metric, direction, reduce, last_k, n_trials, seed, prune, name]
     timer.tick(on_tick, view, outputs, show_progress="hidden")

@@ -1,6 +1,8 @@
 """The Sweeps tab as a person uses it: a base config, one setting to search, Start, and the trials fill in."""
 from pathlib import Path
 
+from backend import sweeps
+from backend.store import RunStore
 from tests.processes import leave_nothing_running
 
 TRIALS_DONE = "() => (document.querySelector('#sweep-trials')?.textContent.match(/completed/g) || []).length"
@@ -48,3 +50,12 @@ def watch_the_sweep(page, ui_server):
     page.wait_for_function(f"() => ({HISTORY_POINTS})() >= 2", timeout=30_000)
     assert "learning_rate" in page.locator("#sweep-best-config").inner_text()
     page.screenshot(path=str(Path(ui_server["workspace"]) / "sweeps-tab.png"), full_page=True)
+
+    # the best trial's settings go into the Train tab, to train it for longer from there
+    store = RunStore(ui_server["workspace"])
+    (sweep,) = sweeps.list_sweeps(store)
+    best = sweeps.best_config(store, sweep.id)
+    page.click("#sweep-best-to-train")
+    page.wait_for_function(f"() => document.querySelector('#lora-r input')?.value === '{best.lora.r}'",
+                           timeout=30_000)
+    assert page.locator("#model input, #model textarea").first.input_value() == best.model
