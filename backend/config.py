@@ -316,9 +316,8 @@ class RunConfig(_Section):
                             json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
-        description="Write the trainer's logs for other viewers as well, on this machine: tensorboard (event files "
-                    "in the run's folder, under tensorboard/) and trackio (the workspace's trackio/ folder, project "
-                    "workbench). YAML: [tensorboard, trackio]; --set report_to=tensorboard,trackio.",
+        description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
+                    "trackio (the workspace's trackio folder); both stay on this machine.",
         json_schema_extra=_meta("advanced"))
     num_processes: int = Field(1, ge=1, le=4096, title="Processes",
                                description="Training processes on this machine (one per GPU), via accelerate.",

@@ -125,7 +125,7 @@ def test_a_scrape_of_a_hundred_runs_is_fast(tmp_path):
         body, _ = monitoring.exposition(registry)
         timings.append(time.perf_counter() - start)
     assert body.count(b"workbench_run_metric{") == 100 * 12
-    # 50 ms is the target (measured ~10 ms); the bound leaves room for a loaded CI machine
+    # 50 ms is the target (15-25 ms measured on 2 cores); the bound leaves room for a loaded CI machine
     assert sorted(timings)[2] < 0.2, timings
 
 

@@ -12,7 +12,7 @@ def test_report_to_is_an_advanced_setting_off_by_default():
     info = field_info("report_to")
     assert build_config({}).report_to == []
     assert choices(info) == ["tensorboard", "trackio"]
-    assert info.title and "tensorboard" in info.description and info.json_schema_extra["group"] == "advanced"
+    assert info.title and "TensorBoard" in info.description and info.json_schema_extra["group"] == "advanced"
 
 
 def test_yaml_lists_and_comma_separated_cli_values_give_the_same_setting():
