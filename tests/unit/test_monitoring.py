@@ -107,14 +107,25 @@ def test_each_scrape_reads_the_store_afresh(store):
     assert value(samples, "workbench_run_metric", **live, metric="loss") == 1.0
 
 
+def test_a_scraper_that_asks_for_openmetrics_gets_it(store):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+    body, content_type = monitoring.exposition(monitoring.registry(store[0]),
+                                               "application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+    assert content_type.startswith("application/openmetrics-text") and body.endswith(b"# EOF\n")
+    families = {f.name: f for f in parse_openmetrics(body.decode())}
+    assert {s.labels["status"]: s.value for s in families["workbench_runs"].samples}["running"] == 1
+
+
 def test_a_scrape_of_a_hundred_runs_is_fast(tmp_path):
     store = RunStore(tmp_path)
     config = build_config({})
-    for i in range(100):
-        run = store.create_run(config)
-        store.update_run(run.id, status="running" if i % 10 == 0 else "completed", step=200, total_steps=400,
-                         finished_at=None if i % 10 == 0 else time.time(), heartbeat_at=time.time())
-        with store.connect() as db:  # 200 logged steps of 12 metrics each
+    runs = [store.create_run(config) for _ in range(100)]
+    with store.transaction() as db:  # 10 running, 90 finished this hour; 200 logged steps of 12 metrics each
+        for i, run in enumerate(runs):
+            db.execute("UPDATE runs SET status=?, step=200, total_steps=400, finished_at=?, heartbeat_at=? WHERE id=?",
+                       ("running" if i % 10 == 0 else "completed", None if i % 10 == 0 else time.time(), time.time(),
+                        run.id))
             db.executemany("INSERT INTO metrics (run_id, step, name, value, time) VALUES (?,?,?,?,?)",
                            [(run.id, s, f"metric_{k}", s * 0.1 + k, 0.0) for s in range(200) for k in range(12)])
     registry = monitoring.registry(store)
