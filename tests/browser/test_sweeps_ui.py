@@ -1,8 +1,10 @@
-"""The Sweeps tab as a person uses it: a base config, one setting to search, Start, and the trials fill in."""
+"""The Sweeps tab as a person uses it: the Train tab's settings as the base, two settings to search, Start,
+the trials fill in, and the best goes back to the Train tab."""
 from pathlib import Path
 
 from backend import sweeps
 from backend.store import RunStore
+from tests.browser.test_ui import set_text
 from tests.processes import leave_nothing_running
 
 TRIALS_DONE = "() => (document.querySelector('#sweep-trials')?.textContent.match(/completed/g) || []).length"
@@ -13,12 +15,15 @@ HISTORY_POINTS = ("() => { const p = document.querySelector('#sweep-history .js-
 
 def test_start_a_two_trial_sweep_and_watch_its_trials(ui_server, page, tiny_model):
     page.goto(ui_server["url"])
+    page.wait_for_selector("#model")
+    set_text(page, "model", tiny_model)  # settings made in the Train tab become the sweep's base
+    set_text(page, "max_steps", 2)
+    set_text(page, "max_length", 64)
     page.get_by_role("tab", name="Sweeps").click()
-    page.wait_for_selector("#sweep-base .cm-content")
-    # flat keys only: CodeMirror would auto-close a typed brace
-    base = (f"mode: sft\nmodel: {tiny_model}\ndataset: demo-sft-instructions\nmax_steps: 2\nmax_length: 64\n"
-            "logging_steps: 1\n")
-    page.locator("#sweep-base .cm-content").fill(base)
+    page.click("#sweep-base-from-train")
+    page.wait_for_function(f"() => document.querySelector('#sweep-base .cm-content').textContent.includes("
+                           f"'{tiny_model}')", timeout=30_000)
+    assert "max_steps: 2" in page.locator("#sweep-base .cm-content").inner_text()
     # the first row searches the learning rate by default, on a log scale around the base's value
     assert page.locator("#sweep-param-0-kind input").input_value() == "log_float"
     # a second row: picking a setting fills its kind and range from the schema around the base's value

@@ -83,23 +83,29 @@ def test_trials_run_as_runs_and_a_resumed_driver_does_not_redo_them(tiny_model, 
     assert sweep_id in cli("sweep", "list", workspace=workspace).stdout
 
 
-def test_stopping_a_sweep_stops_its_trial_run(tiny_model, workspace):
+def test_ctrl_c_on_a_followed_sweep_stops_it_and_its_trial_run(tiny_model, workspace):
+    spec = workspace / "long.yaml"
+    spec.write_text(yaml.safe_dump({"name": "long", "base": tiny_base(tiny_model, max_steps=5000), "n_trials": 4,
+                                    "space": [{"field": "lora.r", "kind": "categorical", "choices": [2, 4]}]}))
+    follow = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "sweep", "start", str(spec),
+                               "--workspace", str(workspace)], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     store = RunStore(workspace)
-    spec = sweeps.build_sweep_spec({"name": "long", "base": tiny_base(tiny_model, max_steps=5000), "n_trials": 4,
-                                    "space": [{"field": "lora.r", "kind": "categorical", "choices": [2, 4]}]})
-    sweep = sweeps.start_sweep(store, spec)
-    trial = wait_for(lambda: next((t for t in sweeps.list_trials(store, sweep.id) if t.run_id
-                                   and len(store.metrics_since(t.run_id)) >= 2), None), timeout=240,
-                     what="the first trial's metrics")
-    result = cli("sweep", "stop", sweep.id, workspace=workspace)
-    assert result.returncode == 0 and "stopping" in result.stdout
-    wait_for(lambda: not sweeps.get_sweep(store, sweep.id).active, timeout=120, what="the sweep's stop")
-    assert sweeps.get_sweep(store, sweep.id).status == "stopped"
+    wait_for(lambda: any(t.run_id and len(store.metrics_since(t.run_id)) >= 2
+                         for s in sweeps.list_sweeps(store) for t in sweeps.list_trials(store, s.id)),
+             timeout=240, what="the first trial's metrics")
+    follow.send_signal(signal.SIGINT)
+    out, _ = follow.communicate(timeout=120)
+    assert follow.returncode == 3, out  # like `train`: 3 = stopped
+    assert "stopping the sweep" in out and "trial #1 stopped" in out
+    (sweep,) = sweeps.list_sweeps(store)
+    assert sweep.status == "stopped"
     (trial,) = sweeps.list_trials(store, sweep.id)
     run = store.get_run(trial.run_id)
     assert trial.status == "stopped" and run.status == "stopped" and run.step < 5000
     assert (Path(run.adapter_path) / "adapter_model.safetensors").exists()  # stopped cleanly, adapter saved
-    assert len(store.list_runs()) == 1
+    assert len(store.list_runs()) == 1  # no further trial started
+    assert "stopped" in cli("sweep", "stop", sweep.id, workspace=workspace).stdout
 
 
 def test_cli_refuses_bad_sweeps_before_starting(workspace):
