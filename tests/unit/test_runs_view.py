@@ -40,7 +40,7 @@ def test_selecting_a_run_shows_everything_about_it(store, render):
     out = render(RunView().select(run.id))
     assert "completed" in out["progress"] and "done" in out["progress"]
     assert list(out["plot"].data[0].y) == [2.0, 1.0]
-    assert out["adapter"] == "/x/adapter"
+    assert out["adapter"]["value"] == "/x/adapter"
     assert "name: done" in out["config"]
     assert out["view"].last_id > 0
 
