@@ -436,6 +436,7 @@ def _sweep_show(store, args) -> int:
         return 0
     if args.json:
         _print_json({**sweeps.sweep_summary(sweep, trials), "spec": sweep.spec.model_dump(),
+                     "importances": sweeps.param_importances(store, sweep),
                      "trials": [{"trial": t.number + 1, "run_id": t.run_id, "status": t.status, "params": t.params,
                                  "value": t.value, "error": t.error} for t in trials]})
         return 0
@@ -458,6 +459,8 @@ def _sweep_show(store, args) -> int:
     for t in trials:
         if t.error and t.status == "failed":
             print(f"  trial {t.label} error: {t.error.splitlines()[0][:300]}")
+    if importances := sweeps.param_importances(store, sweep):
+        print("  what mattered (fANOVA): " + ", ".join(f"{k} {v:.0%}" for k, v in importances.items()))
     return 0
 
 

@@ -8,6 +8,7 @@ page already shows.
 """
 from __future__ import annotations
 
+import functools
 import html
 import math
 import time
@@ -166,7 +167,7 @@ def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> go
     return fig
 
 
-def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> str:
+def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial], importances: dict | None = None) -> str:
     if sweep is None:
         return '<div class="wb-progress wb-empty">No sweep selected. Start one above.</div>'
     s = sweeps.sweep_summary(sweep, trials)
@@ -176,10 +177,24 @@ def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> str:
             if s["best_trial"] else "")
     stop = " · stopping after the current trial's run saves" if sweep.stop_requested and sweep.active else ""
     error = f'<div class="wb-help-error">{html.escape(sweep.error)}</div>' if sweep.error else ""
+    mattered = ("<div class=\"wb-dim\">what mattered (fANOVA): "
+                + ", ".join(f"<code>{html.escape(k)}</code> {v:.0%}" for k, v in importances.items()) + "</div>"
+                if importances else "")
     return (f'<div class="wb-progress"><div class="wb-progress-head"><b>{html.escape(sweep.name)}</b>'
             f'<span class="wb-status" id="sweep-status-word" style="color:{color}">{sweep.status}</span>'
             f'<span class="wb-status">{s["trials_done"]}/{s["n_trials"]} trials{best}{stop}</span></div>'
-            f'<div class="wb-bar"><div style="width:{pct:.0f}%;background:{color}"></div></div>{error}</div>')
+            f'<div class="wb-bar"><div style="width:{pct:.0f}%;background:{color}"></div></div>{mattered}{error}</div>')
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_importances(workspace: Path, sweep_id: str, completed: tuple[int, ...]) -> tuple:
+    store = RunStore(workspace)
+    return tuple(sweeps.param_importances(store, sweeps.get_sweep(store, sweep_id)).items())
+
+
+def _importances(store: RunStore, sweep: sweeps.Sweep, completed: tuple[int, ...]) -> dict:
+    """Recomputed only when another trial completes (the timer renders every 1.5 s)."""
+    return dict(_cached_importances(store.workspace, sweep.id, completed))
 
 
 def base_text_for(path: str | None) -> str:
@@ -318,7 +333,8 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
         trials_out = trials_frame(store, sweep, trials) if v.changed("trials", key) else gr.skip()
         plot_key = (v.sweep_id, [(t.number, t.status, t.value) for t in trials])
         plot_out = history_figure(sweep, trials) if v.changed("plot", plot_key) else gr.skip()
-        stat = status_html(sweep, trials)
+        done = tuple(t.number for t in trials if t.status == "completed")
+        stat = status_html(sweep, trials, _importances(store, sweep, done) if sweep else None)
         best = sweeps.best_trial(sweep.spec, trials) if sweep else None
         best_text = to_yaml(sweeps.trial_config(sweep.spec, best.params, name=f"{sweep.name} best")) if best else ""
         return [table_out, select_out, stat if v.changed("status", stat) else gr.skip(), trials_out, plot_out,

@@ -570,6 +570,23 @@ def sweep_summary(sweep: Sweep, trials: list[Trial]) -> dict:
             "error": sweep.error}
 
 
+def param_importances(store: RunStore, sweep: Sweep) -> dict[str, float]:
+    """How much each searched setting mattered to the objective (Optuna's fANOVA, shares adding up to 1),
+    from the study file; {} before three trials completed or with a single setting."""
+    done = [t for t in list_trials(store, sweep.id) if t.status == "completed"]
+    path = sweep_dir(store, sweep.id) / "optuna.db"
+    if len(done) < 3 or len(sweep.spec.space) < 2 or not path.exists():
+        return {}
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=sweep.id, storage=f"sqlite:///{path}")
+        return dict(optuna.importance.get_param_importances(study))
+    except Exception:  # noqa: BLE001 - e.g. every trial scored the same: nothing to attribute
+        return {}
+
+
 # ---- starting, stopping, resuming, reconciling ----
 
 def _spawn_driver(store: RunStore, sweep_id: str) -> None:

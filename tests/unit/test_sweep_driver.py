@@ -72,6 +72,8 @@ def test_each_trial_is_a_run_and_the_best_is_the_lowest(tmp_path):
     assert best.value == min(t.value for t in trials)
     assert sweeps.best_config(store, sweep.id).learning_rate == best.params["learning_rate"]
     assert (tmp_path / "sweeps" / sweep.id / "optuna.db").exists()
+    importances = sweeps.param_importances(store, sweep)  # the loss depends on the learning rate only
+    assert set(importances) == {"learning_rate", "lora.r"} and importances["learning_rate"] > 0.5
 
 
 def test_a_resumed_driver_keeps_finished_trials_and_finishes_an_interrupted_one(tmp_path):

@@ -2,7 +2,7 @@
 import pytest
 
 from app.sweeps_tab import (default_param, history_figure, param_from_row, row_values, searchable_fields,
-                            spec_data, trials_frame)
+                            spec_data, status_html, trials_frame)
 from backend import sweeps
 from backend.config import build_config
 from backend.store import RunStore
@@ -66,3 +66,6 @@ def test_the_trials_table_marks_the_best_and_the_chart_tracks_the_best_so_far(tm
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["completed"].x) == [1, 3] and list(by_name["pruned"].y) == [3.0]
     assert list(by_name["best so far"].x) == [1, 2, 3] and list(by_name["best so far"].y) == [2.0, 2.0, 1.0]
+    status = status_html(sweep, trials, {"lora.r": 0.75})
+    assert "4/8 trials · best loss <b>1</b> (trial #3)" in status  # completed, pruned and failed trials count
+    assert "<code>lora.r</code> 75%" in status
