@@ -42,6 +42,7 @@ SWEEP_STATUSES = ("queued", "running", "completed", "stopped", "failed")
 ACTIVE = ("queued", "running")
 TRIAL_FINAL = ("completed", "pruned", "failed", "stopped")
 POLL_S = 1.0
+FAILURES_IN_A_ROW = 3  # then the sweep ends `failed` instead of spending every trial on the same error
 # Settings a sweep does not search, and why.
 NOT_SEARCHED = {
     "name": "trial runs are named after the sweep (`<sweep> #3`)",
@@ -725,12 +726,15 @@ class SweepDriver:
         try:
             study = self.study()
             self.finish_interrupted(study)
+            error = None
             while not self.stop_requested() and len(counted(list_trials(store, sweep_id))) < self.spec.n_trials:
                 trial = study.ask()
                 params = {p.field: self.suggest(trial, p) for p in self.spec.space}
                 self.execute(study, trial.number, params, trial)
-            status = "stopped" if self.stop_requested() else "completed"
-            finish_sweep(store, sweep_id, status)
+                if error := self.failing(list_trials(store, sweep_id)):
+                    break
+            status = "failed" if error else "stopped" if self.stop_requested() else "completed"
+            finish_sweep(store, sweep_id, status, error=error)
             best = best_trial(self.spec, list_trials(store, sweep_id))
             self.out(f"sweep {sweep_id} {status}" + (f"; best trial {best.label}: {self.spec.objective.metric} "
                                                      f"{best.value:.6g} {best.params}" if best else ""), flush=True)
@@ -741,6 +745,16 @@ class SweepDriver:
             return 1
         finally:
             done.set()
+
+    @staticmethod
+    def failing(trials: list[Trial]) -> str | None:
+        """Why to give up: the last FAILURES_IN_A_ROW trials failed (a broken base fails every trial alike)."""
+        ended = counted(trials)
+        last = ended[-FAILURES_IN_A_ROW:]
+        if len(last) == FAILURES_IN_A_ROW and all(t.status == "failed" for t in last):
+            return (f"{FAILURES_IN_A_ROW} trials in a row failed, the last with: {last[-1].error}\nFix the base "
+                    "config or the search space, then resume the sweep")
+        return None
 
     def finish_interrupted(self, study) -> None:
         """Trials a previous driver asked for but did not finish: wait for (or start) their runs and tell."""
