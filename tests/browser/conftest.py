@@ -47,12 +47,9 @@ def ui_server(tmp_path):
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
-    from backend.jobs import stop_run
-    from backend.store import RunStore
+    from tests.processes import leave_nothing_running
 
-    store = RunStore(workspace)  # never leave a worker behind
-    for run in store.list_runs(("queued", "running")):
-        stop_run(store, run.id, force=True)
+    leave_nothing_running(workspace)  # never leave a sweep driver or a worker behind
 
 
 @pytest.fixture

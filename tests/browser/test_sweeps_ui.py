@@ -5,7 +5,6 @@ from pathlib import Path
 from backend import sweeps
 from backend.store import RunStore
 from tests.browser.test_ui import set_text
-from tests.processes import leave_nothing_running
 
 TRIALS_DONE = "() => (document.querySelector('#sweep-trials')?.textContent.match(/completed/g) || []).length"
 HISTORY_POINTS = ("() => { const p = document.querySelector('#sweep-history .js-plotly-plot');"
@@ -38,13 +37,6 @@ def test_start_a_two_trial_sweep_and_watch_its_trials(ui_server, page, tiny_mode
     box.press("Tab")
     page.locator("#sweep-name input, #sweep-name textarea").first.fill("ui-sweep")
     page.click("#sweep-start")
-    try:
-        watch_the_sweep(page, ui_server)
-    finally:
-        leave_nothing_running(ui_server["workspace"])
-
-
-def watch_the_sweep(page, ui_server):
     page.wait_for_function("() => /Started/.test(document.querySelector('#sweep-message').textContent)",
                            timeout=60_000)
     page.wait_for_function(f"() => ({TRIALS_DONE})() >= 2", timeout=300_000)
@@ -64,3 +56,30 @@ def watch_the_sweep(page, ui_server):
     page.wait_for_function(f"() => document.querySelector('#lora-r input')?.value === '{best.lora.r}'",
                            timeout=30_000)
     assert page.locator("#model input, #model textarea").first.input_value() == best.model
+
+
+def test_a_sweep_preset_fills_the_form_and_mistakes_are_named(ui_server, page):
+    page.goto(ui_server["url"])
+    page.get_by_role("tab", name="Sweeps").click()
+    page.locator("#sweep-preset input").click()
+    page.get_by_role("option", name="sft_lr_rank", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#sweep-param-1-field input')?.value === 'lora.r'")
+    assert page.locator("#sweep-param-0-field input").input_value() == "learning_rate"
+    assert page.locator("#sweep-param-1-choices textarea, #sweep-param-1-choices input").first.input_value() == \
+        "4, 8, 16"
+    assert page.locator("#sweep-n-trials input").input_value() == "8"
+    assert page.locator("#sweep-prune input").is_checked()
+    assert "max_steps: 12" in page.locator("#sweep-base .cm-content").inner_text()
+
+    page.click("#sweep-param-0-remove")  # the rows below move up
+    page.wait_for_function("() => document.querySelector('#sweep-param-0-field input')?.value === 'lora.r'")
+    assert not page.locator("#sweep-param-1").is_visible()
+
+    choices = page.locator("#sweep-param-0-choices textarea, #sweep-param-0-choices input").first
+    choices.fill("4, 2000")
+    choices.press("Tab")
+    page.click("#sweep-start")
+    page.wait_for_function("() => /choice 2000 is not allowed/.test("
+                           "document.querySelector('#sweep-message').textContent)", timeout=30_000)
+    assert "Cannot start the sweep" in page.locator("#sweep-message").inner_text()
+    assert not sweeps.list_sweeps(RunStore(ui_server["workspace"]))
