@@ -48,6 +48,9 @@ NOT_SEARCHED = {
     "name": "trial runs are named after the sweep (`<sweep> #3`)",
     "mode": "a sweep compares runs of one mode; start one sweep per mode",
     "reward_sources": "reward sources are a list; set them in the base config",
+    "logging_steps": "it sets how often metrics are logged (what the objective reads), not how the model trains",
+    "save_steps": "checkpoints do not change what a run learns",
+    "auto_find_batch_size": "it is a memory fallback, not a hyperparameter; search per_device_train_batch_size",
     **{path: "where a run trains is not a hyperparameter; set it in the base config" for path, _ in field_paths()
        if path == "num_processes" or path.startswith("distributed.")},
 }
