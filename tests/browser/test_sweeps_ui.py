@@ -48,6 +48,12 @@ def test_start_a_two_trial_sweep_and_watch_its_trials(ui_server, page, tiny_mode
     assert "learning_rate" in page.locator("#sweep-best-config").inner_text()
     page.screenshot(path=str(Path(ui_server["workspace"]) / "sweeps-tab.png"), full_page=True)
 
+    # a trial is an ordinary run: clicking its row opens it in the Runs tab
+    page.locator("#sweep-trials").get_by_text("#1", exact=True).last.click()
+    page.wait_for_function("() => /ui-sweep #1/.test(document.querySelector('#runs-select input')?.value || '')",
+                           timeout=30_000)
+    page.get_by_role("tab", name="Sweeps").click()
+
     # the best trial's settings go into the Train tab, to train it for longer from there
     store = RunStore(ui_server["workspace"])
     (sweep,) = sweeps.list_sweeps(store)
