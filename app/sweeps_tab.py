@@ -300,6 +300,8 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         select = gr.Dropdown(label="Selected sweep", choices=[], value=None, elem_id="sweeps-select", scale=4)
         stop = gr.Button("Stop sweep", variant="stop", elem_id="sweep-stop", scale=1, min_width=120)
+        more = gr.Number(0, label="Trials to add on resume", precision=0, minimum=0, elem_id="sweep-more-trials",
+                         scale=1, min_width=120)
         resume = gr.Button("Resume", elem_id="sweep-resume", scale=1, min_width=100)
     status = gr.HTML(status_html(None, []), elem_id="sweep-status")
     trials_table = gr.Dataframe(trials_frame(store, None, []), interactive=False, elem_id="sweep-trials",
@@ -442,13 +444,14 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
                 if outcome == "stopping" else f"The sweep is {outcome}.")
         return render(v)
 
-    def on_resume(v: SweepView):
+    def on_resume(v: SweepView, extra):
         if not v.sweep_id:
             gr.Info("Select a sweep first.")
             return render(v)
         try:
-            sweeps.resume_sweep(store, v.sweep_id)
-            gr.Info("Resumed: finished trials are kept.")
+            n = sweeps.get_sweep(store, v.sweep_id).spec.n_trials + int(extra or 0)
+            sweeps.resume_sweep(store, v.sweep_id, n)
+            gr.Info(f"Resumed: finished trials are kept; it goes on to {n} trials.")
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
         return render(v)
@@ -505,5 +508,5 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
                        n_trials, seed, prune, name], show_progress="hidden")
     start.click(on_start, [view, *form_inputs, *row_inputs], [message, *outputs])
     stop.click(on_stop, view, outputs)
-    resume.click(on_resume, view, outputs)
+    resume.click(on_resume, [view, more], outputs)
     train_best.click(on_train_best, view, [runs_select, tabs])

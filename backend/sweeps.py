@@ -622,7 +622,8 @@ def resume_sweep(store: RunStore, sweep_id: str, n_trials: int | None = None) ->
             raise ConfigError(["n_trials: at least 1"])
         spec = spec.model_copy(update={"n_trials": n_trials})
     if len(counted(list_trials(store, sweep_id))) >= spec.n_trials:
-        raise ConfigError([f"sweep {sweep_id} already ran its {spec.n_trials} trials; give a larger trial count"])
+        raise ConfigError([f"sweep {sweep_id} already ran its {spec.n_trials} trials; resume it with more "
+                           "(`sweep resume ID --trials N`, or trials to add in the Sweeps tab)"])
     update_sweep(store, sweep_id, status="queued", spec=spec.model_dump_json(), stop_requested=0, error=None,
                  finished_at=None, pid=None, heartbeat_at=time.time())
     _spawn_driver(store, sweep_id)
