@@ -3,8 +3,10 @@
 
   python launch.py [ui] [--host 127.0.0.1] [--port 7860] [--workspace DIR] [--auth user:pass]
   python launch.py train [CONFIG.yaml] [--set key=value ...] [--detach]
-  python launch.py runs [--json]
+  python launch.py runs [--status STATUS] [--json]
   python launch.py show RUN_ID [--json]
+  python launch.py note RUN_ID "text"
+  python launch.py delete RUN_ID [RUN_ID ...] [--yes]
   python launch.py compare RUN_ID RUN_ID [...] [--json]
   python launch.py stop RUN_ID [--force]
   python launch.py labels list [--json]
@@ -175,14 +177,14 @@ def cmd_runs(args) -> int:
 
     store = _store(args)
     dispatch(store)
-    runs = store.list_runs()
+    runs = store.list_runs(tuple(args.status) if args.status else None)
     if args.json:
         _print_json([{"id": r.id, "name": r.name, "mode": r.mode, "status": r.status, "step": r.step,
                       "total_steps": r.total_steps, "created_at": r.created_at, "started_at": r.started_at,
-                      "finished_at": r.finished_at, "adapter": r.adapter_path} for r in runs])
+                      "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note} for r in runs])
         return 0
     if not runs:
-        print("no runs yet")
+        print(f"no {'/'.join(args.status)} runs" if args.status else "no runs yet")
         return 0
     print(f"{'id':22} {'name':24} {'mode':5} {'status':10} {'progress':>10}  started")
     for r in runs:
@@ -210,6 +212,8 @@ def cmd_show(args) -> int:
     print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}")
     print(f"  progress: {run.step}/{run.total_steps or '?'}\n  started: {_fmt_time(run.started_at)}"
           f"\n  finished: {_fmt_time(run.finished_at)}\n  adapter: {run.adapter_path or '-'}")
+    if run.note:
+        print(f"  note: {run.note}")
     if run.error:
         print(f"  error: {run.error}")
     last = store.last_metrics(run.id)
@@ -271,6 +275,59 @@ def cmd_stop(args) -> int:
         print(e.args[0], file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"run {args.run_id}: {outcome}")
+    return 0
+
+
+def cmd_note(args) -> int:
+    store = _store(args)
+    try:
+        note = store.set_note(args.run_id, args.text)
+    except KeyError as e:
+        print(e.args[0], file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"run {args.run_id}: note {'saved' if note else 'cleared'}")
+    return 0
+
+
+def cmd_delete(args) -> int:
+    from backend.jobs import delete_runs, reconcile
+    from backend.store import DeleteRefused
+
+    store = _store(args)
+    run_ids = list(dict.fromkeys(args.run_ids))
+    reconcile(store)
+    if problems := store.deletion_problems(run_ids):
+        print("Cannot delete (nothing was deleted):", file=sys.stderr)
+        for line in problems:
+            print(f"  - {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    runs = [store.get_run(run_id) for run_id in run_ids]
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("delete: not asking without a terminal; add --yes to delete", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        for r in runs:
+            print(f"  {r.id}  {r.name}  ({r.mode}, {r.status})")
+        try:
+            answer = input(f"Delete {len(runs)} run(s): their metrics, samples and folders "
+                           "(checkpoints, adapter, log)? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 0
+    try:
+        left = delete_runs(store, run_ids)
+    except DeleteRefused as e:  # something changed since the check, e.g. a run was started meanwhile
+        print("Cannot delete (nothing was deleted):", file=sys.stderr)
+        for line in e.errors:
+            print(f"  - {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for r in runs:
+        print(f"deleted run {r.id} ({r.name})")
+    for line in left:
+        print(f"warning: could not remove {line}", file=sys.stderr)
+    print(f"exports under {store.workspace / 'exports'} are kept")
     return 0
 
 
@@ -473,6 +530,8 @@ def _sweep_stop(store, args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from backend.store import STATUSES
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--workspace", default=argparse.SUPPRESS,
                         help="workspace folder (default: $WORKBENCH_WORKSPACE or ./workspace)")
@@ -501,8 +560,20 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_train)
 
     rs = sub.add_parser("runs", parents=[common], help="list runs")
+    rs.add_argument("--status", action="append", choices=STATUSES, help="only runs with this status (repeatable)")
     rs.add_argument("--json", action="store_true")
     rs.set_defaults(func=cmd_runs)
+
+    nt = sub.add_parser("note", parents=[common], help="set a run's note (\"\" clears it)")
+    nt.add_argument("run_id")
+    nt.add_argument("text")
+    nt.set_defaults(func=cmd_note)
+
+    de = sub.add_parser("delete", parents=[common],
+                        help="delete ended runs: their rows and folders (exports under workspace/exports are kept)")
+    de.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    de.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    de.set_defaults(func=cmd_delete)
 
     sh = sub.add_parser("show", parents=[common], help="show one run")
     sh.add_argument("run_id")

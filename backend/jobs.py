@@ -40,7 +40,7 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
 
 def preflight(config: RunConfig, workspace: Path) -> None:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable."""
-    from backend.data import DatasetError, prepare_dataset
+    from backend.data import DatasetError, prepare_dataset, prepare_eval_dataset
     from backend.models import ModelError, check_model
 
     errors = []
@@ -51,12 +51,18 @@ def preflight(config: RunConfig, workspace: Path) -> None:
     try:
         dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace)
     except DatasetError as e:
+        dataset = None
         errors.append(f"dataset: {e}")
     else:
         if config.reward_sources:
             from backend.rewards import validate_sources
 
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
+    e = config.eval
+    try:  # the evaluation dataset is checked even when the training one failed
+        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace)
+    except DatasetError as err:
+        errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
     if config.mode == "ppo" and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
@@ -179,6 +185,13 @@ def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
         store.finish_run(run_id, "stopped", error="killed on request before it could save")
         return "stopped"
     return "stopping"
+
+
+def delete_runs(store: RunStore, run_ids: list[str]) -> list[str]:
+    """Delete ended runs (rows, then folders); a queued or running run is refused (DeleteRefused): stop it
+    first. Runs whose worker died are marked failed first, so they can go. Returns folders left behind."""
+    reconcile(store)
+    return store.delete_runs(run_ids)
 
 
 # ---- the supervisor process ----

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -20,6 +22,15 @@ from backend.config import ConfigError, RunConfig, build_config
 
 STATUSES = ("queued", "running", "completed", "failed", "stopped")
 ACTIVE = ("queued", "running")
+_SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a run folder's name: never a path
+
+
+class DeleteRefused(ValueError):
+    """Runs that cannot be deleted, each with why; nothing was deleted."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -39,7 +50,8 @@ CREATE TABLE IF NOT EXISTS runs (
     step INTEGER NOT NULL DEFAULT 0,
     total_steps INTEGER,
     error TEXT,
-    adapter_path TEXT
+    adapter_path TEXT,
+    note TEXT NOT NULL DEFAULT ''       -- the user's free text (added by _migrate to older workspaces)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -167,6 +179,7 @@ class Run:
     total_steps: int | None = None
     error: str | None = None
     adapter_path: str | None = None
+    note: str = ""
     extra: dict = field(default_factory=dict)
 
     @property
@@ -191,6 +204,7 @@ class RunStore:
         self._local = threading.local()
         with self._connect() as db:
             db.executescript(_SCHEMA)
+            _migrate(db)
 
     @contextmanager
     def _connect(self):
@@ -245,6 +259,7 @@ class RunStore:
         except ConfigError:  # stored by another version of the schema: show it as it was
             d["config"] = RunConfig.model_construct(**data)
         d["stop_requested"] = bool(d["stop_requested"])
+        d["note"] = d.get("note") or ""
         return Run(**d)
 
     def get_run(self, run_id: str) -> Run:
@@ -278,6 +293,84 @@ class RunStore:
             sql += " AND status IN ('queued','running')"
         with self._connect() as db:
             return db.execute(sql, (status, time.time(), error, run_id)).rowcount > 0
+
+    def set_note(self, run_id: str, note: str) -> str:
+        """The user's free-text note on a run (\"\" clears it); returns it as stored."""
+        note = (note or "").strip()
+        with self._connect() as db:
+            if db.execute("UPDATE runs SET note=? WHERE id=?", (note, run_id)).rowcount == 0:
+                raise KeyError(f"no run with id '{run_id}'")
+        return note
+
+    def deletion_problems(self, run_ids: list[str], db=None) -> list[str]:
+        """Why each of these runs cannot be deleted now ([] when all can)."""
+        if db is None:
+            with self._connect() as conn:
+                return self.deletion_problems(run_ids, conn)
+        problems = []
+        active = db.execute("SELECT id, name, status, config FROM runs WHERE status IN ('queued','running')").fetchall()
+        for run_id in dict.fromkeys(run_ids):
+            row = db.execute("SELECT name, status FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is None:
+                problems.append(f"no run with id '{run_id}'")
+                continue
+            if row["status"] in ACTIVE:
+                problems.append(f"run {run_id} ({row['name']}) is {row['status']}: stop it first, then delete it")
+                continue
+            if not _SAFE_RUN_ID.match(run_id):
+                problems.append(f"run {run_id}: its id does not name a folder inside {self.workspace / 'runs'}; "
+                                "not deleted")
+                continue
+            trial = db.execute("SELECT sweep_id, number FROM sweep_trials WHERE run_id=? AND status='running'",
+                               (run_id,)).fetchone()
+            if trial is not None:  # its driver still reads the run to score the trial
+                problems.append(f"run {run_id} is trial #{trial['number'] + 1} of sweep {trial['sweep_id']}, which "
+                                "has not recorded its result yet: wait for the sweep (or stop it), then delete")
+                continue
+            users = [f"{r['name']} ({r['status']})" for r in active if run_id in r["config"]]
+            if users:  # e.g. its reward model or PPO value model: the active run loads it when it starts
+                problems.append(f"run {run_id} is used by the {users[0]} run (as a reward or value model): "
+                                "stop that run first")
+                continue
+            session = db.execute("SELECT name FROM label_sessions WHERE status='generating' AND (model_a=? OR "
+                                 "model_b=?)", (f"run:{run_id}",) * 2).fetchone()
+            if session is not None:
+                problems.append(f"run {run_id}'s adapter is generating answers for labeling session "
+                                f"{session['name']}: wait for it, then delete")
+        return problems
+
+    def delete_runs(self, run_ids: list[str]) -> list[str]:
+        """Delete ended runs: their rows (one transaction, all or none) and then their folders under
+        workspace/runs. A sweep keeps a deleted trial's settings and score, without the run. Exports (under
+        workspace/exports) are left alone. Raises DeleteRefused, deleting nothing, when any run cannot go.
+        Returns the folders that could not be removed (with why)."""
+        run_ids = list(dict.fromkeys(run_ids))
+        with self.transaction() as db:
+            if problems := self.deletion_problems(run_ids, db):
+                raise DeleteRefused(problems)
+            marks = ",".join("?" * len(run_ids))
+            for table in ("metrics", "samples"):
+                db.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", run_ids)
+            db.execute(f"UPDATE sweep_trials SET run_id=NULL WHERE run_id IN ({marks})", run_ids)
+            db.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
+        left = []
+        for run_id in run_ids:
+            try:
+                self._remove_run_dir(run_id)
+            except OSError as e:
+                left.append(f"{self.run_dir(run_id)}: {e.strerror or e}")
+        return left
+
+    def _remove_run_dir(self, run_id: str) -> None:
+        """Remove workspace/runs/<id>, never anything outside it: a link there is unlinked, not followed."""
+        root = (self.workspace / "runs").resolve()
+        folder = root / run_id
+        if not _SAFE_RUN_ID.match(run_id) or folder.parent != root:
+            raise OSError(f"{folder} is not a run folder inside {root}")
+        if folder.is_symlink() or folder.is_file():
+            folder.unlink()
+        elif folder.is_dir():
+            shutil.rmtree(folder)
 
     def heartbeat(self, run_id: str) -> None:
         self.update_run(run_id, heartbeat_at=time.time())
@@ -332,6 +425,17 @@ class RunStore:
             rows = db.execute("SELECT id, step, data, time FROM samples WHERE run_id=? AND id>? ORDER BY id",
                               (run_id, after_id)).fetchall()
         return [{"id": r["id"], "step": r["step"], "time": r["time"], **json.loads(r["data"])} for r in rows]
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Columns added after a workspace was made: added when missing, so older workspaces open as they are."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+    if "note" not in columns:
+        try:
+            db.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+        except sqlite3.OperationalError as e:  # another process added it first
+            if "duplicate column" not in str(e):
+                raise
 
 
 def _numeric(v) -> bool:
