@@ -57,7 +57,10 @@ def build(store: RunStore, timer: gr.Timer) -> None:
         choices = run_choices(runs_all)
         pick_out = gr.update(choices=choices) if cv.changed("choices", choices) else gr.skip()
         known = {r.id for r in runs_all}
-        cv.run_ids = [rid for rid in cv.run_ids if rid in known]  # a run deleted meanwhile drops out
+        kept = [rid for rid in cv.run_ids if rid in known]
+        if kept != cv.run_ids:  # a run deleted meanwhile drops out, from the picker too (its value must be a choice)
+            cv.run_ids = kept
+            pick_out = gr.update(choices=choices, value=kept)
         runs = load_runs(store, cv.run_ids)
         fresh = False
         for run in runs:

@@ -22,7 +22,7 @@ from app.plots import Series, add_rows, figure_from_series
 from app.view_state import SentValues
 from backend import jobs, reporting
 from backend.config import RL_MODES, to_yaml
-from backend.store import Run, RunStore
+from backend.store import DeleteRefused, Run, RunStore
 
 LOG_LINES = 40
 LOG_SETTLE_S = 10.0
@@ -40,6 +40,7 @@ class RunView(SentValues):
     last_sample_id: int = 0
     samples: list[dict] = field(default_factory=list)
     sample_step: str = ALL_STEPS  # the samples table's step filter
+    confirm_delete: bool = False  # Delete was clicked once: "Confirm delete" is showing
 
     def select(self, run_id: str | None) -> RunView:
         return RunView(run_id=run_id, shown={k: v for k, v in self.shown.items() if k in _SHARED_KEYS})
@@ -87,6 +88,12 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
         stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120)
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        note = gr.Textbox(label="Note (saved when you press Enter or leave the box)", elem_id="run-note", scale=4,
+                          placeholder="e.g. lr too high, diverged at step 40", interactive=False)
+        delete = gr.Button("Delete run", elem_id="runs-delete", scale=1, min_width=120, interactive=False)
+        confirm = gr.Button("Confirm delete", variant="stop", elem_id="runs-delete-confirm", scale=1,
+                            min_width=120, visible=False)
     progress = gr.HTML(progress_html(None), elem_id="progress")
     error = gr.Markdown("", visible=False, elem_id="run-error")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
@@ -111,7 +118,18 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, view]
+               samples_table, note, delete, confirm, view]
+
+    def render_manage(v: RunView, run: Run | None) -> list:
+        """Values for note, delete and confirm: an active run can't be deleted; the note follows the store."""
+        deletable = run is not None and not run.active
+        v.confirm_delete = v.confirm_delete and deletable
+        note_key = (run.id, run.note) if run else None
+        return [gr.update(value=run.note if run else "", interactive=run is not None)
+                if v.changed("note", note_key) else gr.skip(),
+                gr.update(interactive=deletable) if v.changed("delete", deletable) else gr.skip(),
+                gr.update(visible=v.confirm_delete, value=f"Confirm: delete {run.name}" if run else "Confirm delete")
+                if v.changed("confirm", (v.confirm_delete, run and run.name)) else gr.skip()]
 
     def render_samples(v: RunView, run: Run | None) -> list:
         """Values for samples_box, samples_step and samples_table (read only samples newer than the last)."""
@@ -149,7 +167,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                     gr.update(value="", info=None), ""]
             rest = [value if v.changed(key, "none") else gr.skip() for key, value in
                     zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
-            return [table_out, select_out, *rest, *render_samples(v, None), v]
+            return [table_out, select_out, *rest, *render_samples(v, None), *render_manage(v, None), v]
         new = store.metrics_since(run.id, v.last_id)
         if new:
             add_rows(v.series, new)
@@ -171,6 +189,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                 if v.changed("adapter", (run.adapter_path, logs_at)) else gr.skip(),
                 cfg if v.changed("config", cfg) else gr.skip(),
                 *render_samples(v, run),
+                *render_manage(v, run),
                 v]
 
     def on_tick(v: RunView):
@@ -197,7 +216,52 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                 else f"The run is {outcome}.")
         return render(v)
 
+    def on_note(text, v: RunView):
+        try:
+            run = store.get_run(v.run_id) if v.run_id else None
+        except KeyError:  # deleted meanwhile
+            return
+        if run is not None and (text or "").strip() != run.note:
+            store.set_note(run.id, text)
+            gr.Info(f"Note saved for {run.name}.")
+
+    def on_delete(v: RunView):
+        run = next((r for r in store.list_runs() if r.id == v.run_id), None)
+        if run is None:
+            gr.Info("Select a run first.")
+        elif run.active:
+            gr.Warning(f"{run.name} is {run.status}: stop it first, then delete it.")
+        else:
+            v.confirm_delete = not v.confirm_delete  # a second click on Delete cancels
+        return render(v)
+
+    def on_confirm_delete(v: RunView):
+        ids = [r.id for r in store.list_runs()]
+        if v.run_id not in ids:
+            return render(v.select(None))
+        name = store.get_run(v.run_id).name
+        try:
+            left = jobs.delete_runs(store, [v.run_id])
+        except DeleteRefused as e:
+            gr.Warning(e.errors[0])
+            v.confirm_delete = False
+            return render(v)
+        gr.Info(f"Deleted {name}: its metrics, samples and folder (checkpoints, adapter, log). Exports under "
+                "workspace/exports are kept.")
+        for line in left:
+            gr.Warning(f"Could not remove {line}")
+        i = ids.index(v.run_id)
+        rest = ids[:i] + ids[i + 1:]
+        after = rest[min(i, len(rest) - 1)] if rest else None  # the next run in the table, else the one above
+        out = render(v.select(after))
+        out[outputs.index(select)] = gr.update(choices=run_choices(store.list_runs()), value=after)
+        return out
+
     timer.tick(on_tick, view, outputs, show_progress="hidden")
+    note.blur(on_note, [note, view], None, show_progress="hidden")
+    note.submit(on_note, [note, view], None, show_progress="hidden")
+    delete.click(on_delete, view, outputs, show_progress="hidden")
+    confirm.click(on_confirm_delete, view, outputs)
     select.change(on_select, [select, view], outputs, show_progress="hidden")
     table.select(on_table_select, None, select)
     samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")

@@ -188,3 +188,33 @@ def test_cli_delete_refuses_an_active_run_with_what_to_do(tmp_path):
     out = _cli(tmp_path, "delete", run.id, "--yes")
     assert out.returncode == 2 and "is queued: stop it first" in out.stderr and "Traceback" not in out.stderr
     assert store.get_run(run.id).status == "queued"
+
+
+def test_the_runs_tab_shows_the_note_and_offers_delete_only_for_an_ended_run(tmp_path):
+    import gradio as gr
+
+    from app import runs_tab
+    from app.runs_tab import RunView
+
+    store = RunStore(tmp_path)
+    done, waiting = _ended(store, "done"), store.create_run(build_config({"name": "waiting"}))
+    store.set_note(done.id, "keep this one")
+    with gr.Blocks():
+        tab = runs_tab.build(store, gr.Timer(1.5), gr.State(RunView()))
+    names = ("note", "delete", "confirm")
+    at = [tab.outputs.index(c) for c in tab.outputs if c.elem_id in ("run-note", "runs-delete",
+                                                                      "runs-delete-confirm")]
+
+    def manage(view):
+        out = tab.render(view)
+        return dict(zip(names, (out[i] for i in at)))
+
+    view = RunView(run_id=done.id)
+    shown = manage(view)
+    assert shown["note"]["value"] == "keep this one" and shown["delete"]["interactive"] is True
+    view.confirm_delete = True  # Delete clicked once
+    assert manage(view)["confirm"] == gr.update(visible=True, value="Confirm: delete done")
+    assert manage(view)["note"] == gr.skip()  # unchanged: what the user may be typing is left alone
+
+    active = manage(RunView(run_id=waiting.id, confirm_delete=True))
+    assert active["delete"]["interactive"] is False and active["confirm"]["visible"] is False

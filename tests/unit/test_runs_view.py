@@ -11,7 +11,7 @@ from backend.store import RunStore
 
 SKIP = gr.skip()
 NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "samples_box", "samples_step",
-         "samples_table", "view"]
+         "samples_table", "note", "delete", "confirm", "view"]
 
 
 @pytest.fixture
