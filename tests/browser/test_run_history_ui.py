@@ -1,7 +1,10 @@
 """Run history in the browser: a note written on a run is still there after a reload, and a run deleted with
-Delete → Confirm leaves the table, the store and the disk while the selection moves to the next run."""
+Delete → Confirm leaves the table, the store, the disk and the Compare picker while the selection moves to the
+next run."""
 from backend.config import build_config
 from backend.store import RunStore
+from tests.browser.test_chat_ui import choose
+from tests.browser.test_compare_ui import TRACE_NAMES
 from tests.waiting import wait_for
 
 NOTE = "lr too high, diverged at step 40"
@@ -39,6 +42,12 @@ def test_a_note_survives_a_reload_and_a_deleted_run_leaves_the_table(ui_server, 
     _open_runs(page, ui_server["url"])
     page.wait_for_function(f"(note) => ({NOTE_VALUE})() === note", arg=NOTE, timeout=30_000)
 
+    page.locator("#compare").get_by_text("Compare runs").click()
+    choose(page, "compare-select", f"older-run · {older.id}")
+    choose(page, "compare-select", f"newer-run · {newer.id}")
+    page.wait_for_function(f"() => ({TRACE_NAMES})().length == 2", timeout=30_000)
+    page.keyboard.press("Escape")
+
     page.click("#runs-delete")
     page.locator("#runs-delete-confirm").get_by_text("Confirm: delete newer-run").wait_for()
     page.click("#runs-delete-confirm")
@@ -49,3 +58,7 @@ def test_a_note_survives_a_reload_and_a_deleted_run_leaves_the_table(ui_server, 
     page.wait_for_function("(label) => document.querySelector('#runs-select input').value === label",
                            arg=f"older-run · {older.id}", timeout=15_000)
     assert not page.locator("#runs-delete-confirm").is_visible()
+    page.wait_for_function(f"() => ({TRACE_NAMES})().length == 1", timeout=15_000)
+    assert page.evaluate(TRACE_NAMES) == [f"older-run · {older.id}"]
+    assert "newer-run" not in page.locator("#compare-select").text_content()
+    page.screenshot(path=str(ui_server["workspace"] / "run-history.png"), full_page=True)
