@@ -311,7 +311,7 @@ def cmd_delete(args) -> int:
         try:
             answer = input(f"Delete {len(runs)} run(s): their metrics, samples and folders "
                            "(checkpoints, adapter, log)? [y/N] ")
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):
             answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
