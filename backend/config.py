@@ -242,6 +242,37 @@ class PPOSettings(_Section):
         return v.strip() if isinstance(v, str) else v
 
 
+EVAL_MODES = ("sft", "rm", "dpo", "kto")  # TRL's loss-based trainers; RL modes would sample for every eval prompt
+
+
+class EvalSettings(_Section):
+    dataset: str = Field("", max_length=1000, title="Evaluation dataset",
+                         description="SFT, RM, DPO, KTO. Empty: none (or a share of the training set, below). "
+                                     "Else a dataset in the same forms and format as the training one: a built-in "
+                                     "set, a file, a save_to_disk folder or labels:<session>.",
+                         json_schema_extra=_meta("advanced"))
+    split: float = Field(0.0, ge=0, le=0.5, title="Held-out share",
+                         description="With no evaluation dataset: the share of the training set held out for "
+                                     "evaluation (e.g. 0.1), chosen with the run's seed; 0 evaluates nothing.",
+                         json_schema_extra=_meta("advanced"))
+    steps: int = Field(0, ge=0, le=10_000_000, title="Evaluation interval",
+                       description="Evaluate every N steps and at the end (logged as eval_loss etc.); "
+                                   "0 only at the end.",
+                       json_schema_extra=_meta("advanced"))
+    batch_size: int = Field(0, ge=0, le=4096, title="Evaluation batch size",
+                            description="Examples per device per evaluation step; 0 uses the training batch size.",
+                            json_schema_extra=_meta("advanced"))
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _strip(cls, v):
+        return v.strip() if isinstance(v, str) else v
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.dataset) or self.split > 0
+
+
 class RunConfig(_Section):
     name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
                       json_schema_extra=_meta())
@@ -327,6 +358,7 @@ class RunConfig(_Section):
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
     ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
+    eval: EvalSettings = Field(default_factory=EvalSettings, title="Evaluation")
     reward_sources: RewardSourceList = Field(
         default_factory=list, title="Reward sources",
         description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
@@ -389,11 +421,28 @@ class RunConfig(_Section):
                     f"{self.world_size} = {per_step} completions) must hold whole groups of them; make that "
                     f"product a multiple of {self.rl.num_generations} (e.g. batch size "
                     f"{self.rl.num_generations}) or change rl.num_generations")
+        self._check_eval()
         if self.mode == "kto" and self.kto.loss_type == "kto" and self.per_device_train_batch_size < 2:
             raise ValueError("per_device_train_batch_size: the kto loss estimates its KL term from the other "
                              "examples of a batch, so the batch size must be at least 2 (or use "
                              "kto.loss_type apo_zero_unpaired)")
         return self
+
+    def _check_eval(self) -> None:
+        e = self.eval
+        if e.enabled and self.mode not in EVAL_MODES:
+            field = "eval.dataset" if e.dataset else "eval.split"
+            raise ValueError(f"{field}: {self.mode.upper()} runs are not evaluated (that would sample completions "
+                             f"for every evaluation prompt); watch the reward instead, or clear {field}")
+        if e.dataset and e.split > 0:
+            raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
+                             "set; set eval.split to 0 or clear eval.dataset")
+        if e.steps and not e.enabled:
+            raise ValueError("eval.steps: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1), "
+                             "or set eval.steps to 0")
+        if (self.mode == "kto" and self.kto.loss_type == "kto" and e.enabled and e.batch_size == 1):
+            raise ValueError("eval.batch_size: the kto loss estimates its KL term from the other examples of a "
+                             "batch, so the evaluation batch size must be at least 2 (or 0: the training one)")
 
     def _check_ppo(self) -> None:
         p, rl = self.ppo, self.rl

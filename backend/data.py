@@ -405,6 +405,30 @@ def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tupl
     return ds, info
 
 
+def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """(training rows, evaluation rows): `fraction` of the rows (at least one) chosen at random with `seed`,
+    so the same seed holds out the same rows."""
+    n = len(ds)
+    n_eval = max(1, round(n * fraction))
+    if n - n_eval < 1:
+        raise DatasetError(f"the training set has {n} row(s), too few to hold out {fraction:g} for evaluation "
+                           "and still train on something; use a larger dataset or give an eval.dataset")
+    split = ds.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
+    return split["train"], split["test"]
+
+
+def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
+                         workspace: Path | None = None) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
+    """(training set, evaluation set) for a run's `eval` settings: `spec` loaded and checked like a training
+    set (its file, row and column named on error), or `split` of `train` held out; (train, None) when both
+    are off. `train` may be None to check only an evaluation dataset."""
+    if spec:
+        return train, prepare_dataset(spec, mode, workspace)[0]
+    if split > 0 and train is not None:
+        return hold_out(train, split, seed)
+    return train, None
+
+
 # ---- preview and uploads ----
 
 def _clip(text: str, limit: int = 200) -> str:

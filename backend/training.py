@@ -22,6 +22,7 @@ class TrainContext:
     store: RunStore
     model_path: str
     dataset: object  # datasets.Dataset, already validated for the mode
+    eval_dataset: object = None  # the same, for evaluation; None: the run is not evaluated
 
     @property
     def output_dir(self) -> Path:
@@ -82,8 +83,27 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
         ddp_find_unused_parameters=False,
         dataloader_pin_memory=torch.cuda.is_available(),
         **reporting.trainer_settings(c.report_to, ctx.run_id, c.name, ctx.run_dir, ctx.store.workspace),
+        **eval_settings(ctx),
         **mode_kwargs,
     )
+
+
+def eval_settings(ctx: TrainContext) -> dict:
+    """Evaluation every `eval.steps` steps; 0 leaves it to `evaluate_at_end`."""
+    if ctx.eval_dataset is None:
+        return {}
+    e = ctx.config.eval
+    return {"eval_strategy": "steps" if e.steps else "no", "eval_steps": e.steps or None,
+            "per_device_eval_batch_size": e.batch_size or ctx.config.per_device_train_batch_size}
+
+
+def evaluate_at_end(trainer, ctx: TrainContext, stopped: bool) -> None:
+    """A finished run is always evaluated on its last step (unless the interval has just done it); a stopped
+    one is not, so that a stop stays quick. Every rank calls this: evaluation is a collective."""
+    every, step = ctx.config.eval.steps, trainer.state.global_step
+    if ctx.eval_dataset is None or stopped or (every and step % every == 0):
+        return
+    trainer.evaluate()
 
 
 def lora_config(config: RunConfig, task_type: str = "CAUSAL_LM"):

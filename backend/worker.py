@@ -37,19 +37,26 @@ def run(run_id: str, workspace: str) -> int:
         # SIGTERM asks for the same clean stop as the Stop button.
         signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
     try:
-        from backend.data import prepare_dataset
+        from backend.data import prepare_dataset, prepare_eval_dataset
         from backend.models import resolve_model
         from backend.modes import mode_module
         from transformers import PrinterCallback
 
-        from backend.training import StoreCallback, TrainContext
+        from backend.training import StoreCallback, TrainContext, evaluate_at_end
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
         model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace)
-        print(f"dataset: {info.num_rows} rows, format {info.name}", flush=True)
+        e = config.eval
+        dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
+                                                     workspace=store.workspace)
+        print(f"dataset: {len(dataset)} rows, format {info.name}", flush=True)
+        if eval_dataset is not None:
+            where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"
+            print(f"evaluation: {len(eval_dataset)} rows ({where}), "
+                  + (f"every {e.steps} steps and at the end" if e.steps else "at the end"), flush=True)
         ctx = TrainContext(config=config, run_id=run_id, run_dir=store.run_dir(run_id), store=store,
-                           model_path=model_path, dataset=dataset)
+                           model_path=model_path, dataset=dataset, eval_dataset=eval_dataset)
         d = config.distributed
         if is_main and d.num_machines > 1:  # the processes meet while the trainer is built: say who is awaited
             config_file = store.run_dir(run_id) / "config.yaml"
@@ -67,6 +74,7 @@ def run(run_id: str, workspace: str) -> int:
         trainer.add_callback(callback)
         trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
         trainer.train()
+        evaluate_at_end(trainer, ctx, stopped=callback.stopped)
         trainer.save_model(str(ctx.adapter_dir))
         if is_main:
             trainer.processing_class.save_pretrained(str(ctx.adapter_dir))

@@ -16,4 +16,4 @@ def build_trainer(ctx: TrainContext) -> KTOTrainer:
     tokenizer = load_tokenizer(ctx.model_path)
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return KTOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,
-                      processing_class=tokenizer, peft_config=lora_config(c))
+                      eval_dataset=ctx.eval_dataset, processing_class=tokenizer, peft_config=lora_config(c))

@@ -29,8 +29,8 @@ def build_trainer(ctx: TrainContext) -> RewardTrainer:
     set_seed(c.seed)  # the score head is initialised at random when the model loads
     model = load_sequence_classifier(ctx.model_path, tokenizer, dtype=model_dtype(c))
     # task_type SEQ_CLS makes PEFT train and save the score head in full (modules_to_save)
-    return RewardTrainer(model=model, args=args, train_dataset=ctx.dataset, processing_class=tokenizer,
-                         peft_config=lora_config(c, task_type="SEQ_CLS"))
+    return RewardTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,
+                         processing_class=tokenizer, peft_config=lora_config(c, task_type="SEQ_CLS"))
 
 
 def load_reward_model(path: str | Path):

@@ -11,5 +11,5 @@ def build_trainer(ctx: TrainContext) -> SFTTrainer:
                         train_sampling_strategy="group_by_length" if c.group_by_length else "random")
     tokenizer = load_tokenizer(ctx.model_path)
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
-    return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, processing_class=tokenizer,
-                      peft_config=lora_config(c))
+    return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,
+                      processing_class=tokenizer, peft_config=lora_config(c))
