@@ -53,6 +53,8 @@ NOT_SEARCHED = {
     "auto_find_batch_size": "it is a memory fallback, not a hyperparameter; search per_device_train_batch_size",
     **{path: "where a run trains is not a hyperparameter; set it in the base config" for path, _ in field_paths()
        if path == "num_processes" or path.startswith("distributed.")},
+    **{path: "evaluation settings decide what an eval_* objective measures, so every trial needs the same; set "
+             "them in the base config" for path, _ in field_paths() if path.startswith("eval.")},
 }
 # What each mode's trainer logs (TRL 1.16 names; PPO is the project's own), for the objective's check.
 COMMON_METRICS = ("loss", "grad_norm", "learning_rate", "train_loss")
@@ -211,6 +213,8 @@ def _param_errors(i: int, p: SearchParam, base: dict, mode: str) -> list[str]:
 def objective_metrics(config: RunConfig) -> list[str]:
     """Metric names a run of this config logs (those a sweep may optimise)."""
     names = [*COMMON_METRICS, *MODE_METRICS.get(config.mode, ())]
+    if config.eval.enabled:  # the trainer logs its own metrics on the evaluation set with an eval_ prefix
+        names += [f"eval_{n}" for n in ("loss", *MODE_METRICS.get(config.mode, ()))]
     if config.mode in RL_MODES and config.reward_sources:
         from backend.rewards.spec import source_names
 
@@ -250,9 +254,10 @@ def build_sweep_spec(data: dict) -> SweepSpec:
         seen.add(p.field)
         errors += _param_errors(i, p, base_dict, base.mode)
     known = objective_metrics(base)
-    if spec.objective.metric.startswith("eval_"):
-        errors.append(f"objective.metric: runs train without an evaluation split, so nothing logs "
-                      f"'{spec.objective.metric}'; optimise loss or train_loss (or a reward in RL modes)")
+    if spec.objective.metric.startswith("eval_") and not base.eval.enabled:
+        errors.append(f"objective.metric: the base config's runs train without an evaluation split, so nothing "
+                      f"logs '{spec.objective.metric}'; set eval.split (e.g. 0.1) or eval.dataset in the base, or "
+                      f"optimise loss or train_loss (or a reward in RL modes)")
     elif spec.objective.metric not in known:
         close = difflib.get_close_matches(spec.objective.metric, known, n=1)
         errors.append(f"objective.metric: {base.mode} runs do not log '{spec.objective.metric}'"
