@@ -12,7 +12,9 @@ from plotly.subplots import make_subplots
 
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
-FIRST = ("loss", "reward")  # shown first when present; the rest keep the order the trainer logged them in
+FIRST = ("loss", "eval_loss", "reward")  # shown first when present; the rest keep the order the trainer logged
+# Bookkeeping of each evaluation (transformers' Trainer): shown after the metrics that say how the model does.
+LAST = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 # Logged once when training ends (transformers' Trainer): one point each, so a line above the charts.
 SUMMARY = ("train_loss", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos")
 MAX_POINTS = 2000  # per metric on screen; the EMA is computed on every point before thinning
@@ -55,11 +57,12 @@ def add_rows(series: Series, rows: Iterable[dict]) -> Series:
 
 
 def metric_order(names: Iterable[str]) -> list[str]:
-    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), then the rest as logged."""
+    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), then the rest as logged, LAST last."""
     names = list(names)
     first = [n for n in FIRST if n in names]
     first += [n for n in names if n.startswith("rewards/") and n.endswith("/mean") and n not in first]
-    return first + [n for n in names if n not in first]
+    last = [n for n in names if n in LAST]
+    return first + [n for n in names if n not in first and n not in last] + last
 
 
 def _thin(xs: list, ys: list, limit: int) -> tuple[list, list]:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 # Logged once at the end, or bookkeeping rather than learning: not worth a panel.
 PLOT_KEYS_SKIPPED = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
-                     "train_loss", "epoch", "num_tokens", "step_time", "memory/peak_rss_gb", "memory/gpu_peak_gb"}
+                     "train_loss", "epoch", "num_tokens", "step_time", "memory/peak_rss_gb", "memory/gpu_peak_gb",
+                     "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_num_tokens"}
 # In order of preference after loss: what each mode is judged by.
-PREFERRED = ("reward", "accuracy", "mean_token_accuracy", "rewards/accuracies", "rewards/margins", "margin",
+PREFERRED = ("eval_loss", "reward", "accuracy", "mean_token_accuracy", "rewards/accuracies", "rewards/margins", "margin",
              "mean_reward", "kl", "reward_std", "completions/mean_length", "entropy", "grad_norm", "learning_rate")
 PANEL_W, PANEL_H, COLUMNS = 360, 210, 2
 LINE = (79, 70, 229)  # indigo, the UI's primary colour
