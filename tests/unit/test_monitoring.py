@@ -117,27 +117,15 @@ def test_a_scraper_that_asks_for_openmetrics_gets_it(store):
     assert {s.labels["status"]: s.value for s in families["workbench_runs"].samples}["running"] == 1
 
 
-def test_a_scrape_of_a_hundred_runs_is_fast(tmp_path):
+def test_a_scrape_of_a_hundred_runs_reports_every_metric_of_each(tmp_path):
+    # bench/scrape_speed.py times the same workspace against the 50 ms target
+    from bench.scrape_speed import fill_store
+
     store = RunStore(tmp_path)
-    config = build_config({})
-    runs = [store.create_run(config) for _ in range(100)]
-    with store.transaction() as db:  # 10 running, 90 finished this hour; 200 logged steps of 12 metrics each
-        for i, run in enumerate(runs):
-            db.execute("UPDATE runs SET status=?, step=200, total_steps=400, finished_at=?, heartbeat_at=? WHERE id=?",
-                       ("running" if i % 10 == 0 else "completed", None if i % 10 == 0 else time.time(), time.time(),
-                        run.id))
-            db.executemany("INSERT INTO metrics (run_id, step, name, value, time) VALUES (?,?,?,?,?)",
-                           [(run.id, s, f"metric_{k}", s * 0.1 + k, 0.0) for s in range(200) for k in range(12)])
-    registry = monitoring.registry(store)
-    monitoring.exposition(registry)
-    timings = []
-    for _ in range(5):
-        start = time.perf_counter()
-        body, _ = monitoring.exposition(registry)
-        timings.append(time.perf_counter() - start)
+    fill_store(store, runs=100, steps=20, metrics=12)
+    body, _ = monitoring.exposition(monitoring.registry(store))
     assert body.count(b"workbench_run_metric{") == 100 * 12
-    # 50 ms is the target (15-25 ms measured on 2 cores); the bound leaves room for a loaded CI machine
-    assert sorted(timings)[2] < 0.2, timings
+    assert body.count(b"workbench_run_step{") == 10
 
 
 def test_basic_auth_accepts_only_the_workbench_credentials():
