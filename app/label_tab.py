@@ -434,12 +434,14 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     def remembered(v: LabelView) -> dict:
         return {"session": v.session_id, "client": v.client, "annotator": v.annotator}
 
-    def restore(v: LabelView, saved) -> LabelView:
-        """This browser's client id, annotator and session, from its storage (new ones the first time)."""
+    def restore(v: LabelView, saved, request: gr.Request | None = None) -> LabelView:
+        """This browser's client id, annotator and session, from its storage (new ones the first time: the
+        page's session hash, so the load and tab-open events agree on it whichever runs first)."""
         if v.client:
             return v
         saved = saved if isinstance(saved, dict) else {}
-        client = saved.get("client") or secrets.token_hex(8)
+        page = getattr(request, "session_hash", None) if request is not None else None
+        client = saved.get("client") or page or secrets.token_hex(8)
         ids = [s.id for s in labeling.list_sessions(store)]
         session_id = saved.get("session") if saved.get("session") in ids else (ids[0] if ids else None)
         return replace(v, client=client, annotator=(saved.get("annotator") or "").strip() or annotator_default(client),
@@ -447,8 +449,9 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
 
     # ---- handlers ----
 
-    def on_load(saved):
-        v = restore(LabelView(), saved)
+    def on_load(v: LabelView, saved, request: gr.Request):
+        # the tab may have been opened (and an item claimed) before this ran: keep that view as it is
+        v = restore(v, saved, request)
         out = join(v, v.session_id)
         choices = session_choices(store)
         return [remembered(v), gr.update(choices=choices, value=v.session_id), v.annotator,
@@ -457,9 +460,9 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
 
     load_outputs = [remember, session, annotator, new_box, model_a, model_b, summary] + item_outputs + session_outputs
 
-    def on_open(v: LabelView, saved):
+    def on_open(v: LabelView, saved, request: gr.Request):
         known = bool(v.client)  # the page's load event has filled the annotator box already
-        v = replace(restore(v, saved), active=True)
+        v = replace(restore(v, saved, request), active=True)
         out = join(v, v.session_id)
         return [remembered(v), gr.update(choices=session_choices(store), value=v.session_id),
                 gr.skip() if known else v.annotator] + out
@@ -651,8 +654,10 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
         outputs = [train_fields["mode"], train_fields["dataset"], train_fields["model"], tabs, export_summary]
         for train_mode, button in train_buttons.items():
             button.click(make_train_handler(train_mode), view, outputs, show_progress="hidden")
-    return LabelTab(load=(on_load, dict(inputs=[remember], outputs=load_outputs)),
-                    open=(on_open, dict(inputs=[view, remember], outputs=open_outputs)), remember=remember)
+    # one at a time, each reading the view the other left: a tab opened while the page still loads keeps its item
+    serial = dict(concurrency_id="label-view", concurrency_limit=1)
+    return LabelTab(load=(on_load, dict(inputs=[view, remember], outputs=load_outputs, **serial)),
+                    open=(on_open, dict(inputs=[view, remember], outputs=open_outputs, **serial)), remember=remember)
 
 
 def _dataset_choices(store: RunStore) -> list:

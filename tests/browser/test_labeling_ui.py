@@ -39,7 +39,7 @@ def store(ui_server):
 
 def open_labeling(browser, url):
     page = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True).new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(90_000)  # a loaded CI machine: the generator and the UI share 2 cores
     page.goto(url)
     page.get_by_role("tab", name="Labeling").click()
     page.wait_for_selector("#label-start")
@@ -71,7 +71,7 @@ def press_and_wait(page, key):
     """Press a label key and wait until the page moved on (a new pair, or nothing left for this labeler)."""
     before = prompt(page)
     page.keyboard.press(key)
-    page.wait_for_function(f"() => ![null, {json.dumps(before)}].includes(({PROMPT})())", timeout=30_000)
+    page.wait_for_function(f"() => ![null, {json.dumps(before)}].includes(({PROMPT})())", timeout=90_000)
 
 
 def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, browser, tiny_model):
@@ -106,7 +106,7 @@ def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, brow
     bob.keyboard.press("2")  # both at once
     ann.keyboard.press("1")  # saved with the note typed above
     for name, page in (("ann", ann), ("bob", bob)):
-        page.wait_for_function(f"() => ![null, {json.dumps(shown[name])}].includes(({PROMPT})())", timeout=30_000)
+        page.wait_for_function(f"() => ![null, {json.dumps(shown[name])}].includes(({PROMPT})())", timeout=90_000)
     ann.wait_for_function("() => /^2 labeled/.test(document.querySelector('#label-count').innerText)")
     assert note.input_value() == ""  # cleared for the next pair
 
@@ -130,7 +130,7 @@ def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, brow
     edit_box = ann.locator("#label-edit textarea")
     edit_box.fill("A corrected answer.")
     ann.click("#label-choice-b")
-    ann.wait_for_function(f"() => ![null, {json.dumps(held)}].includes(({PROMPT})())", timeout=30_000)
+    ann.wait_for_function(f"() => ![null, {json.dumps(held)}].includes(({PROMPT})())", timeout=90_000)
     assert edit_box.input_value() == ""
 
     keys = {"ann": "1", "bob": "4"}
@@ -158,7 +158,7 @@ def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, brow
     ann.locator("#label-export-format").get_by_text("KTO", exact=False).click()
     ann.click("#label-export")
     link = ann.locator("#label-export-file a").first
-    link.wait_for(timeout=30_000)
+    link.wait_for(timeout=90_000)
     with ann.expect_download() as info:
         link.click()
     rows = [json.loads(line) for line in Path(info.value.path()).read_text().splitlines()]
