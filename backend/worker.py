@@ -20,6 +20,12 @@ def _heartbeat_forever(store: RunStore, run_id: str, every: float = 2.0) -> None
         time.sleep(every)
 
 
+# Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
+# rank can hang at exit forever. The trainer is kept until the process ends with os._exit, after everything
+# (store rows, adapter) is written.
+_KEEP_UNTIL_EXIT: list = []
+
+
 def run(run_id: str, workspace: str) -> int:
     # accelerate launch / torchrun set RANK; building accelerate's state here would pre-empt the trainer's.
     is_main = int(os.environ.get("RANK", "0")) == 0  # writes metrics, samples and the adapter
@@ -63,6 +69,7 @@ def run(run_id: str, workspace: str) -> int:
             print(f"waiting for machines 1-{d.num_machines - 1} at {d.main_process_ip}:{d.main_process_port}; on "
                   f"machine K run: python launch.py train {config_file} --set distributed.machine_rank=K", flush=True)
         trainer = mode_module(config.mode).build_trainer(ctx)
+        _KEEP_UNTIL_EXIT.append(trainer)
         state = trainer.accelerator.state
         if is_main:
             print(f"processes: {state.num_processes} ({state.distributed_type.value}, "
@@ -108,4 +115,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
