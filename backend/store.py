@@ -241,12 +241,18 @@ class RunStore:
     # ---- runs ----
 
     def create_run(self, config: RunConfig) -> Run:
-        run_id = new_run_id()
-        name = config.name or f"{config.mode}-{run_id[9:15]}"
         now = time.time()
-        with self._connect() as db:
-            db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",
-                       (run_id, name, config.mode, "queued", config.model_dump_json(), now))
+        for attempt in range(20):  # ids made in the same second share 65536 suffixes: draw again on a clash
+            run_id = new_run_id()
+            name = config.name or f"{config.mode}-{run_id[9:15]}"
+            try:
+                with self._connect() as db:
+                    db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",
+                               (run_id, name, config.mode, "queued", config.model_dump_json(), now))
+                break
+            except sqlite3.IntegrityError:
+                if attempt == 19:
+                    raise
         self.run_dir(run_id).mkdir(parents=True, exist_ok=True)
         return self.get_run(run_id)
 

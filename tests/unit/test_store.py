@@ -73,3 +73,13 @@ def test_samples_round_trip(tmp_path):
     store.add_samples(run.id, 5, [{"prompt": "p", "completion": "c", "rewards": {"len": 0.5}}])
     (s,) = store.samples_since(run.id)
     assert s["step"] == 5 and s["rewards"] == {"len": 0.5}
+
+
+def test_run_ids_made_in_the_same_second_never_clash(tmp_path, monkeypatch):
+    import backend.store as store_module
+
+    drawn = iter(["20260101-000000-aaaa", "20260101-000000-aaaa", "20260101-000000-bbbb"])
+    monkeypatch.setattr(store_module, "new_run_id", lambda: next(drawn))
+    store = RunStore(tmp_path)
+    first, second = store.create_run(build_config({})), store.create_run(build_config({}))
+    assert (first.id, second.id) == ("20260101-000000-aaaa", "20260101-000000-bbbb")
