@@ -647,14 +647,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`launch.py --port 7861` starts the UI, as `launch.py` alone does: `ui` when no command is named."""
+    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return argv if any(a in commands or a in ("-h", "--help") for a in argv) else ["ui", *argv]
+
+
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(with_default_command(parser, sys.argv[1:] if argv is None else list(argv)))
     args.workspace = getattr(args, "workspace", None)
-    if args.command is None:
-        args = parser.parse_args(["ui", *argv])
-        args.workspace = getattr(args, "workspace", None)
     return args.func(args)
 
 

@@ -101,3 +101,12 @@ def test_cli_compare_prints_differences_and_final_values_and_refuses_bad_ids(tmp
     assert bad.returncode == 2 and "20990101-000000-beef" in bad.stderr and "Traceback" not in bad.stderr
     one = cli(a.id, a.id)
     assert one.returncode == 2 and "two or more" in one.stderr
+
+
+def test_options_without_a_command_start_the_ui():
+    import launch
+
+    parser = launch.build_parser()
+    route = lambda *argv: parser.parse_args(launch.with_default_command(parser, list(argv))).command  # noqa: E731
+    assert route() == "ui" and route("--port", "7861") == "ui"
+    assert route("--workspace", "/tmp/w", "runs") == "runs" and route("compare", "a", "b") == "compare"
