@@ -1,7 +1,7 @@
 """Datasets: loading a spec (built-in set, file, save_to_disk folder, Hub id), detecting its format for a
 training mode, and checking every row before a run starts, so a bad row fails in the form, not at step 300.
 
-Formats are a table per mode (MODE_FORMATS); a new mode adds its entries there. Errors name the file,
+The formats of each mode are its registry entry's (backend/modes/registry.py). Errors name the file,
 the row (1-based) and the column, and say what was expected.
 """
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+
+from backend.modes.registry import MODES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "presets" / "data"
@@ -26,18 +28,6 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-prompts": DATA_DIR / "prompts.jsonl",  # varied prompts to label answers to (also grpo, rloo)
 }
 LABELS_PREFIX = "labels:"  # labels:<session id>: a labeling session, exported for the run's mode
-
-_PREF = [("preference", ["prompt", "chosen", "rejected"])]
-_PROMPT_ONLY = [("prompt_only", ["prompt"])]
-MODE_FORMATS: dict[str, list[tuple[str, list[str]]]] = {
-    "sft": [("messages", ["messages"]), ("prompt_completion", ["prompt", "completion"]), ("text", ["text"])],
-    "rm": [("preference", ["chosen", "rejected"])],
-    "dpo": _PREF,
-    "kto": [("unpaired_preference", ["prompt", "completion", "label"])],
-    "grpo": _PROMPT_ONLY,
-    "rloo": _PROMPT_ONLY,
-    "ppo": _PROMPT_ONLY,
-}
 
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 ROLES = ("system", "user", "assistant", "tool")
@@ -291,10 +281,10 @@ def load_dataset_spec(spec: str, workspace: Path | None = None) -> datasets.Data
 # ---- format detection and row checks ----
 
 def detect_format(ds: datasets.Dataset, mode: str = "sft", source: str = "dataset") -> FormatInfo:
-    if mode not in MODE_FORMATS:
-        raise DatasetError(f"unknown training mode '{mode}'; known: {', '.join(MODE_FORMATS)}")
+    if mode not in MODES:
+        raise DatasetError(f"unknown training mode '{mode}'; known: {', '.join(MODES)}")
     present = set(ds.column_names)
-    for name, columns in MODE_FORMATS[mode]:
+    for name, columns in MODES[mode].formats:
         if present.issuperset(columns):
             conversational = name == "messages" or (len(ds) > 0 and isinstance(ds[0][columns[0]], list))
             return FormatInfo(name=name, columns=list(columns), conversational=conversational,
@@ -308,7 +298,7 @@ def _example_row(columns: list[str]) -> str:
 
 def _no_format_message(names: list[str], mode: str, source: str) -> str:
     """Names the columns the closest format lacks, and shows what the mode needs."""
-    formats = [columns for _, columns in MODE_FORMATS[mode]]
+    formats = [list(columns) for _, columns in MODES[mode].formats]
     M = mode.upper()
     closest = min(formats, key=lambda columns: (len(set(columns) - set(names)), -len(set(columns) & set(names))))
     missing = [c for c in closest if c not in names]
@@ -354,13 +344,13 @@ def _expected(column: str) -> str:
     return "a non-empty string or a list of messages"
 
 
-def _check_cell(column: str, value, mode: str) -> str | None:
+def _check_cell(column: str, value) -> str | None:
     if value is None or value == "" or (isinstance(value, str) and not value.strip()):
         return "is empty" if value is not None else "is missing"
     if column in _FLAG_COLUMNS:
         return None if isinstance(value, bool) or value in (0, 1) else f"is {value!r}"
     if column in _MESSAGE_COLUMNS:
-        return _check_messages(value, need_assistant=mode == "sft")
+        return _check_messages(value, need_assistant=True)  # a messages column is the whole example
     if isinstance(value, str):
         return None
     if column in _TEXT_COLUMNS:
@@ -382,7 +372,7 @@ def validate_rows(ds: datasets.Dataset, info: FormatInfo, mode: str, source: str
     where = f"the {mode.upper()} {_format_label(info.columns)} format"
     for i in range(n):
         for column in columns:
-            problem = _check_cell(column, values[column][i], mode)
+            problem = _check_cell(column, values[column][i])
             if problem:
                 raise DatasetError(f"{source} row {i + 1}: column `{column}` {problem}; {where} needs "
                                    f"{_expected(column)}")
@@ -400,7 +390,7 @@ def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tupl
     ds, source = _load(spec, workspace, mode)
     info = detect_format(ds, mode, source)
     validate_rows(ds, info, mode, source)
-    if mode == "sft":
+    if not MODES[mode].keeps_extra_columns:
         ds = ds.select_columns(info.columns)
     return ds, info
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
+from backend.modes.registry import mode_spec
 from backend.store import Run, RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def preflight(config: RunConfig, workspace: Path) -> None:
         prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace)
     except DatasetError as err:
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
-    if config.mode == "ppo" and config.ppo.value_init_run:
+    if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
 

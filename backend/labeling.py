@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
 MODES = ("pair", "single")
@@ -330,7 +331,7 @@ def resolve_candidate(store: RunStore, spec: str) -> tuple[str, str | None]:
         run = store.get_run(run_id)
     except KeyError:
         raise LabelError(f"model {spec}: no run with id '{run_id}'") from None
-    if run.mode == "rm":
+    if not mode_spec(run.mode).writes_answers:
         raise LabelError(f"model {spec}: run {run.name} trained a reward model, which scores answers but does not "
                          "write them; choose a DPO, KTO, SFT or RL run")
     if not run.adapter_path or not Path(run.adapter_path).is_dir():
@@ -344,7 +345,7 @@ def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, run:<id>) for every run with a saved adapter that writes answers."""
     out = []
     for run in store.list_runs(("completed", "stopped")):
-        if run.adapter_path and run.mode != "rm" and Path(run.adapter_path).is_dir():
+        if run.adapter_path and mode_spec(run.mode).writes_answers and Path(run.adapter_path).is_dir():
             out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", f"run:{run.id}"))
     return out
 
@@ -777,9 +778,8 @@ def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = 
 def export_format_for_mode(session: LabelSession, mode: str | None) -> str:
     """What a training mode reads from a session: KTO rows, SFT rows, or preference pairs (DPO, reward
     model, and the prompt column for RL); a single-answer session gives KTO rows unless SFT asks."""
-    if mode == "kto" or (session.mode == "single" and mode != "sft"):
-        return "kto"
-    return "sft" if mode == "sft" else "dpo"
+    fmt = mode_spec(mode).label_format if mode else "dpo"
+    return "kto" if session.mode == "single" and fmt == "dpo" else fmt
 
 
 def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
