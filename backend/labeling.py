@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from backend.data import DatasetError, load_dataset_spec, register_source
 from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
@@ -40,7 +41,7 @@ CHOICE_NAMES = {"a": "A better", "b": "B better", "tie": "tie", "both_bad": "bot
                 "down": "thumbs down"}
 EXPORT_FORMATS = ("dpo", "kto", "sft")
 STALE_ASSIGNMENT_S = 600.0  # an item claimed this long ago without a label may be given to someone else
-LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: the same as backend.data.LABELS_PREFIX
+LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: a session exported for the run's mode
 MAX_PROMPTS = 10_000
 MAX_NOTE = 2000
 PROMPT_FILE_TYPES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
@@ -260,8 +261,6 @@ def load_prompts(*, dataset: str | None = None, column: str = "prompt", file: st
                  text: str | None = None, limit: int | None = None, workspace: Path | None = None) -> list:
     """Prompts from typed text, an uploaded file (.txt: one per line; .jsonl/.json/.csv/.parquet: a column)
     or a dataset spec's column; at most `limit` (the first ones). Strings or message lists."""
-    from backend.data import DatasetError, load_dataset_spec
-
     column = (column or "prompt").strip()
     if text is not None:
         prompts, where = split_typed_prompts(text), "the typed prompts"
@@ -798,6 +797,16 @@ def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
         raise LabelError(f"labeling session {session.name} ({session_id}) has no {fmt.upper()} rows yet: "
                          f"{summary.text()}; label some pairs first")
     return datasets.Dataset.from_list(rows)
+
+
+def _labels_source(spec: str, workspace: Path | None, mode: str | None):
+    try:
+        return labels_dataset(spec, workspace, mode)
+    except LabelError as e:
+        raise DatasetError(str(e)) from None
+
+
+register_source(LABELS_PREFIX, _labels_source)
 
 
 def dataset_choices(store: RunStore) -> list[tuple[str, str]]:
