@@ -434,6 +434,21 @@ class RunConfig(_Section):
                              f"{' '.join(missing)}`) or leave it out")
         return v
 
+    def referenced_runs(self) -> set[str]:
+        """Ids of the other runs this run loads when it starts: a reward model or the PPO value model's start
+        (a run id, or a folder inside workspace/runs/<id>), or the base model given as `run:<id>` or such a
+        folder."""
+        scorers = [self.ppo.value_init_run, *(s.params.get("model", "") for s in self.reward_sources
+                                              if s.type == "reward_model")]
+        ids = set()
+        for spec, bare_is_run in [(self.model, False), *((s, True) for s in scorers)]:
+            spec = spec.strip()
+            if spec.startswith("run:") or (bare_is_run and spec and len(Path(spec).parts) == 1):
+                ids.add(spec.removeprefix("run:"))
+            elif "runs" in (parts := Path(spec).parts)[:-1]:
+                ids.add(parts[parts.index("runs") + 1])
+        return ids
+
     @property
     def world_size(self) -> int:
         """Training processes over all machines."""

@@ -333,7 +333,7 @@ class RunStore:
                 problems.append(f"run {run_id} is trial #{trial['number'] + 1} of sweep {trial['sweep_id']}, which "
                                 "has not recorded its result yet: wait for the sweep (or stop it), then delete")
                 continue
-            users = [f"{r['name']} ({r['status']})" for r in active if run_id in r["config"]]
+            users = [f"{r['name']} ({r['status']})" for r in active if _references(r["config"], run_id)]
             if users:  # e.g. its reward model or PPO value model: the active run loads it when it starts
                 problems.append(f"run {run_id} is used by the {users[0]} run (as a reward or value model): "
                                 "stop that run first")
@@ -442,6 +442,13 @@ def _migrate(db: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as e:  # another process added it first
             if "duplicate column" not in str(e):
                 raise
+
+
+def _references(config_json: str, run_id: str) -> bool:
+    try:
+        return run_id in build_config(json.loads(config_json)).referenced_runs()
+    except ConfigError:  # stored by another version of the schema: the id anywhere in it counts
+        return run_id in config_json
 
 
 def _numeric(v) -> bool:
