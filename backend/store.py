@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS samples (
     time REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, id);
--- preference labeling (backend/labeling.py): a session's prompts become items, a background generator fills
+-- preference labeling (backend/labeling/): a session's prompts become items, a background generator fills
 -- their answers, labelers claim items one at a time and each label is its own committed row.
 CREATE TABLE IF NOT EXISTS label_sessions (
     id TEXT PRIMARY KEY,

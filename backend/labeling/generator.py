@@ -1,6 +1,6 @@
 """Generating a labeling session's answers in the background, ahead of the labelers.
 
-One detached process per session (`python -m backend.label_generator SESSION --workspace DIR`, started in
+One detached process per session (`python -m backend.labeling.generator SESSION --workspace DIR`, started in
 its own session like a run's supervisor), not a thread in the UI process, because:
 - it outlives a UI restart or a closed terminal, and a UI crash never takes half-done generation with it;
 - the UI process never holds model weights for labeling, so it stays responsive for every browser;
@@ -90,7 +90,7 @@ def _spawn(store: RunStore, session_id: str) -> int:
                PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
     with open(path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "backend.label_generator", session_id, "--workspace", str(store.workspace)],
+            [sys.executable, "-m", "backend.labeling.generator", session_id, "--workspace", str(store.workspace)],
             cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)  # survives a UI restart; found again through the store
     _children.append(proc)
