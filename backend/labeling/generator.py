@@ -29,7 +29,7 @@ from backend import labeling
 from backend.labeling import LabelError, LabelSession
 from backend.store import RunStore
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 2.0
 STALE_S = 30.0  # no heartbeat for this long: the generator is gone
 LAUNCH_GRACE_S = 60.0  # a start claimed this recently counts as running while the process comes up
