@@ -1,0 +1,1 @@
+"""The headless CLI behind launch.py: one module per family of subcommands, each adding its parsers."""

@@ -1,0 +1,41 @@
+"""export: a run's adapter or merged model as a folder with a model card, optionally zipped."""
+from __future__ import annotations
+
+from cli.common import bad_input, open_store
+
+
+def add_parsers(sub, common) -> None:
+    ex = sub.add_parser("export", parents=[common], help="export a run's adapter or merged model, with a model card")
+    ex.add_argument("run_id")
+    ex.add_argument("--out", required=True, help="folder to write (created; must be empty or an earlier export)")
+    ex.add_argument("--merge", action="store_true",
+                    help="fold the LoRA adapter into the base weights (a model for plain AutoModelForCausalLM)")
+    ex.add_argument("--zip", action="store_true", help="also write OUT.zip")
+    ex.add_argument("--overwrite", action="store_true", help="replace an earlier export in OUT")
+    ex.set_defaults(func=cmd_export)
+
+
+def cmd_export(args) -> int:
+    from backend.export import ExportError, export_run
+
+    last = {"message": None, "tenth": -1}
+
+    def progress(fraction: float, message: str) -> None:
+        # one line per step, and per tenth within a long one (zipping a merged model reports every 8 MB)
+        step = message.split(" (")[0]
+        tenth = int(fraction * 10)
+        if step != last["message"] or tenth != last["tenth"]:
+            print(f"[{fraction:4.0%}] {message}", flush=True)
+            last.update(message=step, tenth=tenth)
+
+    try:
+        result = export_run(open_store(args), args.run_id, args.out, merge=args.merge, make_zip=args.zip,
+                            overwrite=args.overwrite, progress=progress)
+    except ExportError as e:
+        return bad_input(f"Cannot export: {e}")
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"{result.kind}: {result.folder}")
+    if result.zip_path:
+        print(f"zip: {result.zip_path}")
+    return 0

@@ -1,0 +1,63 @@
+"""ui and metrics: the web UI, or only the Prometheus endpoint, serving one workspace."""
+from __future__ import annotations
+
+import os
+import sys
+
+from cli.common import EXIT_BAD_INPUT, bad_input, open_store, workspace
+
+
+def add_parsers(sub, common) -> None:
+    ui = sub.add_parser("ui", parents=[common], help="start the web UI (default)")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=7860)
+    ui.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"), help="user:password")
+    ui.set_defaults(func=cmd_ui)
+
+    me = sub.add_parser("metrics", parents=[common],
+                        help="serve only /metrics (Prometheus) for the workspace, without the web UI")
+    me.add_argument("--host", default="127.0.0.1")
+    me.add_argument("--port", type=int, default=9101)
+    me.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"),
+                    help="user:password, asked of scrapers as HTTP basic auth")
+    me.set_defaults(func=cmd_metrics)
+
+
+def _auth(args):
+    """--auth user:password -> (user, password); None without it; False (after saying why) when malformed."""
+    if not args.auth:
+        return None
+    if ":" not in args.auth:
+        print("--auth: expected user:password", file=sys.stderr)
+        return False
+    return tuple(args.auth.split(":", 1))
+
+
+def cmd_ui(args) -> int:
+    from app.main import launch_ui  # gradio is imported here only: the other commands start without it
+
+    auth = _auth(args)
+    if auth is False:
+        return EXIT_BAD_INPUT
+    launch_ui(workspace=workspace(args), host=args.host, port=args.port, auth=auth)
+    return 0
+
+
+def cmd_metrics(args) -> int:
+    from backend.monitoring import serve
+
+    auth = _auth(args)
+    if auth is False:
+        return EXIT_BAD_INPUT
+    try:
+        server = serve(open_store(args), host=args.host, port=args.port, auth=auth)
+    except OSError as e:
+        return bad_input(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}")
+    print(f"Prometheus metrics of {workspace(args)} at http://{args.host}:{args.port}/metrics", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,83 @@
+"""train: start a run, then follow it in the foreground (Ctrl-C stops it) unless --detach."""
+from __future__ import annotations
+
+import sys
+import time
+
+from cli.common import EXIT_FAILED, EXIT_STOPPED, bad_input, open_store
+
+
+def add_parsers(sub, common) -> None:
+    tr = sub.add_parser("train", parents=[common], help="run training in the foreground")
+    tr.add_argument("config", nargs="?", help="run config YAML (e.g. presets/sft_demo.yaml)")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
+    tr.add_argument("--detach", action="store_true", help="start the run and return at once")
+    tr.set_defaults(func=cmd_train)
+
+
+def cmd_train(args) -> int:
+    from backend.config import ConfigError, apply_overrides, build_config, load_config
+    from backend.jobs import submit_run
+
+    try:
+        if args.config:
+            config = load_config(args.config, args.set)
+        else:
+            config = build_config(apply_overrides({}, args.set))
+        store = open_store(args)
+        run = submit_run(store, config)
+    except ConfigError as e:
+        return bad_input("Cannot start the run:", e.errors)
+    print(f"run id: {run.id}", flush=True)
+    if args.detach:
+        return 0
+    return follow_run(store, run.id)
+
+
+def follow_run(store, run_id) -> int:
+    """A progress bar until the run ends; the exit code says how it ended."""
+    from tqdm import tqdm
+
+    from backend.jobs import dispatch, log_tail, stop_run
+
+    bar = None
+    announced_queue = False
+    try:
+        while True:
+            dispatch(store)
+            run = store.get_run(run_id)
+            if run.status == "queued" and not announced_queue:
+                print("queued: waiting for the running run to finish", flush=True)
+                announced_queue = True
+            if run.total_steps and bar is None:
+                bar = tqdm(total=run.total_steps, unit="step", desc=run.name, dynamic_ncols=True)
+            if bar is not None:
+                bar.update(max(0, run.step - bar.n))
+                loss = store.last_metrics(run_id).get("loss")
+                if loss is not None:
+                    bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            if not run.active:
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        print("\nstopping: the run saves its adapter and exits (Ctrl-C again to leave it running)", flush=True)
+        stop_run(store, run_id)
+        try:
+            while store.get_run(run_id).active:
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            return EXIT_STOPPED
+    finally:
+        if bar is not None:
+            bar.close()
+    run = store.get_run(run_id)
+    print(f"run {run.id}: {run.status}")
+    if run.adapter_path:
+        print(f"adapter: {run.adapter_path}")
+    if run.status == "failed":
+        print(f"error: {run.error}", file=sys.stderr)
+        if "last log lines" not in (run.error or ""):
+            print("--- last log lines ---\n" + log_tail(store, run_id), file=sys.stderr)
+        return EXIT_FAILED
+    return 0 if run.status == "completed" else EXIT_STOPPED

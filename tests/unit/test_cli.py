@@ -1,0 +1,64 @@
+"""The command line as the README documents it: every command shown there is one the parser takes, the parser
+has no command the README leaves out, and the headless commands start without gradio."""
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import launch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict:
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def documented_commands() -> set[tuple[str, ...]]:
+    """`launch.py labels export ...` -> ("labels", "export"); `sweep list|show` names both."""
+    parser = launch.build_parser()
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    found = set()
+    for words in re.findall(r"launch\.py((?: [a-z][a-z|-]*)*)", "\n".join(blocks)):
+        words = words.split()
+        if not words:
+            found.add(())
+            continue
+        command = subcommands(parser).get(words[0])
+        nested = subcommands(command) if command else {}
+        if not nested:
+            found.add((words[0],))
+        for name in words[1].split("|") if nested else ():
+            found.add((words[0], name))
+    return found
+
+
+def parser_commands() -> set[tuple[str, ...]]:
+    commands = {()}
+    for name, sub in subcommands(launch.build_parser()).items():
+        commands |= {(name, nested) for nested in subcommands(sub)} or {(name,)}
+    return commands
+
+
+def test_the_readme_documents_exactly_the_commands_the_parser_has():
+    assert documented_commands() == parser_commands()
+    assert {("train",), ("sweep", "resume"), ("labels", "export"), ("ui",), ("metrics",)} <= documented_commands()
+
+
+@pytest.mark.parametrize("command", sorted(documented_commands()), ids=lambda c: " ".join(c) or "(none)")
+def test_each_documented_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        launch.main([*command, "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: launch.py {' '.join(command)}".rstrip())
+
+
+def test_headless_commands_start_without_gradio(tmp_path):
+    probe = ("import sys, launch; code = launch.main(['runs', '--workspace', sys.argv[1]]); "
+             "print(code, 'gradio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                         timeout=120)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stderr
