@@ -173,11 +173,11 @@ def test_cli_note_delete_and_status_filter(tmp_path):
     store = RunStore(tmp_path)
     good, bad = _ended(store, "good"), _ended(store, "bad", "failed")
     queued = store.create_run(build_config({"name": "waiting"}))
+    store.finish_run(queued.id, "stopped")  # `show` and `runs` dispatch: nothing may start training here
 
     out = _cli(tmp_path, "note", bad.id, "lr too high, diverged at step 40")
     assert out.returncode == 0 and "note saved" in out.stdout, out.stderr
     assert "note: lr too high, diverged at step 40" in _cli(tmp_path, "show", bad.id).stdout
-    store.finish_run(queued.id, "stopped")  # `runs` dispatches: nothing may start training here
     listed = json.loads(_cli(tmp_path, "runs", "--status", "failed", "--json").stdout)
     assert [(r["id"], r["note"]) for r in listed] == [(bad.id, "lr too high, diverged at step 40")]
     assert _cli(tmp_path, "note", "20990101-000000-beef", "x").returncode == 2
