@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
-from backend.store import Run, RunStore
+from backend.models import ADAPTER_FILES, ModelError, RunArtifact, saved_model
+from backend.store import RunStore
 
 Progress = Callable[[float, str], None]
 
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 # What `tokenizer.save_pretrained` writes, depending on the tokenizer (transformers 5 writes the chat template
 # to chat_template.jinja); copied when present.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -48,21 +48,6 @@ class ExportError(ValueError):
 
 
 @dataclass
-class RunArtifact:
-    """What a finished run saved: a LoRA adapter or (finetuning: full) a whole model, for a causal LM or
-    (rm runs) a one-label sequence classifier."""
-
-    run: Run
-    folder: Path
-    kind: Literal["lora", "full"]
-    task: Literal["causal", "seq_cls"]
-
-    @property
-    def base_model(self) -> str:
-        return self.run.config.model
-
-
-@dataclass
 class ExportResult:
     folder: Path
     kind: Literal["adapter", "merged", "full"]
@@ -77,27 +62,9 @@ def _noop(fraction: float, message: str) -> None:
 def locate(store: RunStore, run_id: str) -> RunArtifact:
     """The adapter (or full model) a run saved; ExportError when there is none, saying why."""
     try:
-        run = store.get_run(run_id)
-    except KeyError:
-        raise ExportError(f"no run with id '{run_id}' in the workspace {store.workspace} "
-                          "(`launch.py runs` lists them)") from None
-    folder = Path(run.adapter_path) if run.adapter_path else store.run_dir(run.id) / "adapter"
-    if run.active:
-        raise ExportError(f"run {run.id} is still {run.status}: it saves its adapter when it ends; export it once it "
-                          "has completed or been stopped")
-    task = "seq_cls" if run.mode == "rm" else "causal"
-    if all((folder / f).is_file() for f in ADAPTER_FILES):
-        config = json.loads((folder / "adapter_config.json").read_text())
-        if config.get("task_type") == "SEQ_CLS":
-            task = "seq_cls"
-        return RunArtifact(run, folder, "lora", task)
-    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
-        return RunArtifact(run, folder, "full", task)
-    if run.status == "failed":
-        why = f"it failed before saving one ({(run.error or 'no error recorded').splitlines()[0][:300]})"
-    else:
-        why = f"its folder {folder} holds no adapter_config.json + adapter_model.safetensors nor a full model"
-    raise ExportError(f"run {run.id} ({run.status}) produced no adapter to export: {why}")
+        return saved_model(store, run_id)
+    except ModelError as e:
+        raise ExportError(str(e)) from None
 
 
 # ---- writing folders and zips safely ----
@@ -240,24 +207,12 @@ def _copy_model(src: Path, dst: Path, report: Progress) -> None:
 
 def _merge(art: RunArtifact, out: Path, report: Progress) -> None:
     """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
-    import torch
-    from peft import PeftModel
-
-    from backend.models import load_causal_lm, load_tokenizer, resolve_model
+    from backend.models import ModelRef, load_model
 
     report(0.0, f"Loading the base model {art.base_model}")
-    base_path = resolve_model(art.base_model, progress=lambda f, m: report(0.3 * f, m))
-    tokenizer = load_tokenizer(art.folder if (art.folder / "tokenizer_config.json").is_file() else base_path)
-    if art.task == "seq_cls":
-        from backend.modes.rm import load_sequence_classifier
-
-        base = load_sequence_classifier(base_path, tokenizer, dtype=torch.float32)
-    else:
-        base = load_causal_lm(base_path, dtype=torch.float32)
-    report(0.35, "Loading the adapter")
-    model = PeftModel.from_pretrained(base, str(art.folder))
-    report(0.5, "Merging the adapter into the weights (merge_and_unload)")
-    model = model.merge_and_unload()
+    loaded = load_model(ModelRef.of_artifact(art), task=art.task, merge=True,
+                        progress=lambda f, m: report(0.6 * f, m))
+    model, tokenizer = loaded.model, loaded.tokenizer
     report(0.6, "Saving the merged model (safetensors)")
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from backend.models import RUN_PREFIX, ModelError, ModelRef
 from backend.store import RunStore
 
 MODES = ("pair", "single")
@@ -309,9 +310,9 @@ def _column(ds, column: str, where: str) -> list:
 
 def describe_model(store: RunStore, spec: str) -> str:
     """A short name: a run's adapter by the run's name, a local folder by its own name."""
-    if spec and spec.startswith("run:"):
+    if spec and spec.startswith(RUN_PREFIX):
         try:
-            run = store.get_run(spec[4:])
+            run = store.get_run(spec[len(RUN_PREFIX):])
             return f"{run.name} (adapter on {describe_model(store, run.config.model)})"
         except KeyError:
             return spec
@@ -321,23 +322,28 @@ def describe_model(store: RunStore, spec: str) -> str:
 
 
 def resolve_candidate(store: RunStore, spec: str) -> tuple[str, str | None]:
-    """(base model spec, adapter folder or None). `run:<id>` is that run's base model + its adapter."""
+    """(base model spec, adapter folder or None). `run:<id>` is that run's base model + its adapter (a full
+    fine-tune: its model folder), an adapter folder is its base model + itself."""
     spec = (spec or "").strip()
-    if not spec.startswith("run:"):
-        return spec, None
-    run_id = spec[4:]
     try:
-        run = store.get_run(run_id)
-    except KeyError:
-        raise LabelError(f"model {spec}: no run with id '{run_id}'") from None
+        ref = ModelRef.parse(spec, store)
+    except ModelError as e:
+        if e.reason == "no_run":
+            raise LabelError(f"model {spec}: no run with id '{e.subject}'") from None
+        if e.run is None:
+            return spec, None  # check_candidate says what is wrong with it
+        _refuse_reward_model(e.run, spec)
+        raise LabelError(f"model {spec}: run {e.run.name} has no saved adapter ({e.run.status}); choose a finished "
+                         "run") from None
+    if ref.run is not None:
+        _refuse_reward_model(ref.run, spec)
+    return ref.base, ref.adapter
+
+
+def _refuse_reward_model(run, spec: str) -> None:
     if run.mode == "rm":
         raise LabelError(f"model {spec}: run {run.name} trained a reward model, which scores answers but does not "
                          "write them; choose a DPO, KTO, SFT or RL run")
-    if not run.adapter_path or not Path(run.adapter_path).is_dir():
-        raise LabelError(f"model {spec}: run {run.name} has no saved adapter ({run.status}); choose a finished run")
-    if not (Path(run.adapter_path) / "adapter_config.json").is_file():  # full fine-tuning saved a whole model
-        return run.adapter_path, None
-    return run.config.model, run.adapter_path
 
 
 def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
@@ -345,12 +351,12 @@ def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
     out = []
     for run in store.list_runs(("completed", "stopped")):
         if run.adapter_path and run.mode != "rm" and Path(run.adapter_path).is_dir():
-            out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", f"run:{run.id}"))
+            out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", RUN_PREFIX + run.id))
     return out
 
 
 def check_candidate(store: RunStore, spec: str) -> None:
-    from backend.models import ModelError, check_model
+    from backend.models import check_model
 
     base, _ = resolve_candidate(store, spec)
     try:

@@ -192,8 +192,15 @@ class Run:
         return d
 
 
+RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")  # what new_run_id makes: date-time-4 hex digits
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def is_run_id(text: str) -> bool:
+    return bool(RUN_ID.match(text or ""))
 
 
 class RunStore:
