@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Literal
 
 from backend.models.specs import EMBEDDED_MODEL, ModelError, Progress, check_model, looks_like_path, resolve_model
-from backend.store import Run, RunStore, is_run_id
+from backend.store import RUN_PREFIX, Run, RunStore, is_run_id
 
-RUN_PREFIX = "run:"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 Task = Literal["causal", "seq_cls"]
 
