@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.models import MODELS as MODEL_CACHE
-from backend.models import (RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model,
-                            model_key)
+from backend.models import RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model
 from backend.store import RunStore
 
 MAX_NEW_TOKENS = 4096
@@ -101,21 +100,19 @@ class ChatModels:
     def cache(self) -> ModelCache:
         return self._cache or MODEL_CACHE
 
-    def _key(self, ref: ModelRef) -> tuple:
-        device, dtype = chat_device()
-        return model_key(ref, task="causal", device=device, dtype=dtype)
-
     def get(self, ref: ModelRef) -> LoadedModel:
         device, dtype = chat_device()
         return cached_model(ref, self.HOLDER, cache=self.cache, loader=self._loader, task="causal", device=device,
                             dtype=dtype)
 
+    # cache keys start with (model, adapter): matching on those needs no torch to tell the device
     def is_loaded(self, ref: ModelRef) -> bool:
-        return self.cache.is_loaded(self._key(ref))
+        return ref.key in self.loaded()
 
     def keep_only(self, refs) -> int:
         """Let go of every chat model but `refs` (the current selection); returns how many were let go of."""
-        return self.cache.keep_only([self._key(r) for r in refs if r is not None], self.HOLDER)
+        keep = {r.key for r in refs if r is not None}
+        return self.cache.keep_only([k for k in self.cache.loaded(self.HOLDER) if k[:2] in keep], self.HOLDER)
 
     def loaded(self) -> list[tuple]:
         """(model, adapter) of the chat's models, least recently used first."""
