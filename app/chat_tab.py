@@ -18,7 +18,8 @@ import yaml
 
 from app.formatting import error_markdown
 from backend import chat
-from backend.chat import ChatError, ChatModel, Sampling
+from backend.chat import ChatError, Sampling
+from backend.models import ModelRef
 from backend.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def shown(history: list[dict], busy: bool = False) -> list[dict]:
     return out
 
 
-def bot_label(side: int, spec: ChatModel | None) -> str:
+def bot_label(side: int, spec: ModelRef | None) -> str:
     return f"{SIDES[side]} · {spec.label}" if spec else SIDES[side]
 
 
@@ -182,7 +183,7 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
 
     # ---- handlers ----
 
-    def specs_of(values) -> tuple[list[ChatModel | None], list[str]]:
+    def specs_of(values) -> tuple[list[ModelRef | None], list[str]]:
         specs, errors = [], []
         for side, value in zip(SIDES, values):
             try:

@@ -1,8 +1,8 @@
 """The chat playground: two models answer the same prompts side by side, streamed token by token.
 
 A model to chat with is a base model (the embedded one, a local folder or a Hub id), a base plus the LoRA
-adapter of a finished run, or a merged export. `ChatModelCache` keeps at most two loaded (the two selected)
-and drops the others when the selection changes, so a model loads once and is reused between prompts.
+adapter of a finished run, or an export (`backend.models.ModelRef`). The models live in the process's bounded
+model cache; the chat lets go of those no longer selected, so a model loads once and is reused between prompts.
 `stream_replies` runs each model's `generate` in its own thread with a TextIteratorStreamer and merges their
 text into one stream of snapshots, so one UI event shows both answers growing at once without blocking anything
 else. Reward sources score the answers through `backend.rewards.score_completions`, as in training.
@@ -11,19 +11,18 @@ No gradio here; torch and transformers load only when a model does.
 """
 from __future__ import annotations
 
-import gc
 import queue
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.models import MODELS as MODEL_CACHE
+from backend.models import RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model
 from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
-RUN_PREFIX = "run:"
 MAX_NEW_TOKENS = 4096
 
 
@@ -32,19 +31,6 @@ class ChatError(ValueError):
 
 
 # ---- what can be chatted with ----
-
-@dataclass(frozen=True)
-class ChatModel:
-    """A base model spec and, optionally, a PEFT adapter folder applied on it."""
-
-    model: str
-    adapter: str | None = None
-    label: str = field(default="", compare=False)
-
-    @property
-    def key(self) -> tuple[str, str | None]:
-        return (self.model, self.adapter)
-
 
 def model_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, value) pairs: base models, finished runs' adapters (not reward models), merged exports."""
@@ -71,117 +57,70 @@ def _short(spec: str, limit: int = 60) -> str:
     return spec if len(spec) <= limit else "…" + spec[-(limit - 1):]
 
 
-def chat_model(value: str, store: RunStore) -> ChatModel:
-    """The model a choice (or a typed model spec) stands for."""
-    from backend.export import ExportError, locate
-
+def chat_model(value: str, store: RunStore) -> ModelRef:
+    """The model a choice (or a typed model reference) stands for, labelled for the chat."""
     value = (value or "").strip()
     if not value:
         raise ChatError("no model selected: pick a base model, a finished run or a merged export")
-    if not value.startswith(RUN_PREFIX):
-        from backend.export import is_export
-
-        folder = Path(value).expanduser()
-        exported = folder.is_dir() and is_export(folder)
-        label = f"export · {folder.name}" if exported else f"base · {_short(value)}"
-        return ChatModel(value, None, label)
     try:
-        art = locate(store, value[len(RUN_PREFIX):])
-    except ExportError as e:
+        ref = ModelRef.parse(value, store)
+    except ModelError as e:
         raise ChatError(str(e)) from None
-    if art.task != "causal":
-        raise ChatError(f"run {art.run.id} trained a reward model (rm): it scores text and cannot chat; use it as a "
-                        "reward source, and pick a policy run (sft, dpo, kto, grpo, rloo) here")
-    label = f"{art.run.name} ({art.run.mode})"
-    if art.kind == "full":
-        return ChatModel(str(art.folder), None, label)
-    return ChatModel(art.base_model, str(art.folder), label)
+    if ref.run is not None:
+        if ref.task != "causal":
+            raise ChatError(f"run {ref.run.id} trained a reward model (rm): it scores text and cannot chat; use it "
+                            "as a reward source, and pick a policy run (sft, dpo, kto, grpo, rloo) here")
+        return ref.with_label(f"{ref.run.name} ({ref.run.mode})")
+    if ref.kind == "export":
+        return ref.with_label(f"export · {Path(ref.adapter or ref.base).name}")
+    return ref.with_label(f"base · {_short(value)}")
 
 
-# ---- loading, with a small cache ----
+# ---- loading, through the process's model cache ----
 
-@dataclass
-class LoadedModel:
-    spec: ChatModel
-    model: object
-    tokenizer: object
-    device: str
-    # a fast tokenizer mutates its padding/truncation state while encoding: one encode at a time
-    encode_lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def load_chat_model(spec: ChatModel) -> LoadedModel:
+def chat_device() -> tuple[str, object]:
+    """(device, dtype) the chat generates with: the GPU in bf16 when there is one, else the CPU in float32."""
     import torch
 
-    from backend.models import load_causal_lm, load_tokenizer, resolve_model
-
-    path = resolve_model(spec.model)
-    adapter = Path(spec.adapter) if spec.adapter else None
-    tokenizer = load_tokenizer(adapter if adapter and (adapter / "tokenizer_config.json").is_file() else path)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    model = load_causal_lm(path, dtype=dtype)
-    if adapter:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter))  # unmerged: exactly the model the run trained
-    model.to(device).eval()
-    return LoadedModel(spec, model, tokenizer, device)
+    if torch.cuda.is_available():
+        return "cuda", torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    return "cpu", torch.float32
 
 
-class ChatModelCache:
-    """At most `capacity` loaded models keyed by (model, adapter); the least recently used goes first.
+class ChatModels:
+    """The chat's models in the process's model cache: each (model, adapter) loads once and serves both sides
+    (inference only reads weights), unmerged (exactly the model the run trained); `keep_only` lets go of what is
+    no longer selected."""
 
-    Loads are serialised (two at once would only fight over memory); generation is not: the two sides generate
-    in parallel, and a model picked on both sides loads once and serves both (inference only reads weights).
-    """
+    HOLDER = "chat"
 
-    def __init__(self, capacity: int = 2, loader=load_chat_model):
-        self.capacity = capacity
-        self._loader = loader
-        self._lock = threading.Lock()
-        self._models: OrderedDict[tuple, LoadedModel] = OrderedDict()
+    def __init__(self, cache: ModelCache | None = None, loader=load_model):
+        self._cache, self._loader = cache, loader
 
-    def get(self, spec: ChatModel) -> LoadedModel:
-        with self._lock:
-            if spec.key in self._models:
-                self._models.move_to_end(spec.key)
-                return self._models[spec.key]
-            while len(self._models) >= self.capacity:
-                self._models.popitem(last=False)
-                gc.collect()
-            loaded = self._loader(spec)
-            self._models[spec.key] = loaded
-            return loaded
+    @property
+    def cache(self) -> ModelCache:
+        return self._cache or MODEL_CACHE
 
-    def is_loaded(self, spec: ChatModel) -> bool:
-        return spec.key in self._models
+    def get(self, ref: ModelRef) -> LoadedModel:
+        device, dtype = chat_device()
+        return cached_model(ref, self.HOLDER, cache=self.cache, loader=self._loader, task="causal", device=device,
+                            dtype=dtype)
 
-    def keep_only(self, specs) -> int:
-        """Release every model but `specs` (the current selection); returns how many were released."""
-        keep = {s.key for s in specs if s is not None}
-        with self._lock:
-            gone = [k for k in self._models if k not in keep]
-            for k in gone:
-                del self._models[k]
-        if gone:
-            gc.collect()
-            _empty_cuda_cache()
-        return len(gone)
+    # cache keys start with (model, adapter): matching on those needs no torch to tell the device
+    def is_loaded(self, ref: ModelRef) -> bool:
+        return ref.key in self.loaded()
+
+    def keep_only(self, refs) -> int:
+        """Let go of every chat model but `refs` (the current selection); returns how many were let go of."""
+        keep = {r.key for r in refs if r is not None}
+        return self.cache.keep_only([k for k in self.cache.loaded(self.HOLDER) if k[:2] in keep], self.HOLDER)
 
     def loaded(self) -> list[tuple]:
-        return list(self._models)
+        """(model, adapter) of the chat's models, least recently used first."""
+        return [key[:2] for key in self.cache.loaded(self.HOLDER)]
 
 
-def _empty_cuda_cache() -> None:
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-MODELS = ChatModelCache()
+MODELS = ChatModels()
 
 
 # ---- prompts ----

@@ -22,45 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
 from backend.modes.registry import mode_spec
-from backend.store import Run, RunStore
+from backend.store import RunStore
 
 Progress = Callable[[float, str], None]
 
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 # What `tokenizer.save_pretrained` writes, depending on the tokenizer (transformers 5 writes the chat template
 # to chat_template.jinja); copied when present.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "chat_template.jinja", "chat_template.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "vocab.txt", "spiece.model")
 CARD, PLOT = "README.md", "metrics.png"
-CARD_TAG = "rl-workbench"  # in every card's front matter: marks a folder this module may overwrite
 # Files a trainer leaves next to a saved model that do not belong in an export (a pickle, PEFT's blank card).
 LEFT_OUT = ("training_args.bin", "README.md", "workbench-model.json")
 # Stored as they are in a zip: weights and images hardly compress and deflating them is slow.
 STORED_SUFFIXES = (".safetensors", ".bin", ".png", ".gguf")
-MODE_NAMES = {"sft": "supervised fine-tuning", "rm": "reward modelling", "dpo": "direct preference optimisation",
-              "kto": "Kahneman-Tversky optimisation", "ppo": "proximal policy optimisation",
-              "grpo": "group relative policy optimisation", "rloo": "REINFORCE leave-one-out"}
-
-
 class ExportError(ValueError):
     """A run that cannot be exported as asked; the message says why and what to do."""
-
-
-@dataclass
-class RunArtifact:
-    """What a finished run saved: a LoRA adapter or (finetuning: full) a whole model, for a causal LM or
-    (rm runs) a one-label sequence classifier."""
-
-    run: Run
-    folder: Path
-    kind: Literal["lora", "full"]
-    task: Literal["causal", "seq_cls"]
-
-    @property
-    def base_model(self) -> str:
-        return self.run.config.model
 
 
 @dataclass
@@ -78,39 +57,12 @@ def _noop(fraction: float, message: str) -> None:
 def locate(store: RunStore, run_id: str) -> RunArtifact:
     """The adapter (or full model) a run saved; ExportError when there is none, saying why."""
     try:
-        run = store.get_run(run_id)
-    except KeyError:
-        raise ExportError(f"no run with id '{run_id}' in the workspace {store.workspace} "
-                          "(`launch.py runs` lists them)") from None
-    folder = Path(run.adapter_path) if run.adapter_path else store.run_dir(run.id) / "adapter"
-    if run.active:
-        raise ExportError(f"run {run.id} is still {run.status}: it saves its adapter when it ends; export it once it "
-                          "has completed or been stopped")
-    task = mode_spec(run.mode).task
-    if all((folder / f).is_file() for f in ADAPTER_FILES):
-        config = json.loads((folder / "adapter_config.json").read_text())
-        if config.get("task_type") == "SEQ_CLS":
-            task = "seq_cls"
-        return RunArtifact(run, folder, "lora", task)
-    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
-        return RunArtifact(run, folder, "full", task)
-    if run.status == "failed":
-        why = f"it failed before saving one ({(run.error or 'no error recorded').splitlines()[0][:300]})"
-    else:
-        why = f"its folder {folder} holds no adapter_config.json + adapter_model.safetensors nor a full model"
-    raise ExportError(f"run {run.id} ({run.status}) produced no adapter to export: {why}")
+        return saved_model(store, run_id)
+    except ModelError as e:
+        raise ExportError(str(e)) from None
 
 
 # ---- writing folders and zips safely ----
-
-def is_export(folder: Path) -> bool:
-    """True for a folder this module wrote (its model card carries the workbench's tag)."""
-    card = folder / CARD
-    try:
-        return CARD_TAG in card.read_text(errors="replace")[:2000]
-    except OSError:
-        return False
-
 
 def _check_target(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
@@ -241,24 +193,12 @@ def _copy_model(src: Path, dst: Path, report: Progress) -> None:
 
 def _merge(art: RunArtifact, out: Path, report: Progress) -> None:
     """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
-    import torch
-    from peft import PeftModel
-
-    from backend.models import load_causal_lm, load_tokenizer, resolve_model
+    from backend.models import ModelRef, load_model
 
     report(0.0, f"Loading the base model {art.base_model}")
-    base_path = resolve_model(art.base_model, progress=lambda f, m: report(0.3 * f, m))
-    tokenizer = load_tokenizer(art.folder if (art.folder / "tokenizer_config.json").is_file() else base_path)
-    if art.task == "seq_cls":
-        from backend.modes.rm import load_sequence_classifier
-
-        base = load_sequence_classifier(base_path, tokenizer, dtype=torch.float32)
-    else:
-        base = load_causal_lm(base_path, dtype=torch.float32)
-    report(0.35, "Loading the adapter")
-    model = PeftModel.from_pretrained(base, str(art.folder))
-    report(0.5, "Merging the adapter into the weights (merge_and_unload)")
-    model = model.merge_and_unload()
+    loaded = load_model(ModelRef.of_artifact(art), task=art.task, merge=True,
+                        progress=lambda f, m: report(0.6 * f, m))
+    model, tokenizer = loaded.model, loaded.tokenizer
     report(0.6, "Saving the merged model (safetensors)")
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
@@ -347,7 +287,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
 
         base_path = str(model_cache_dir() / EMBEDDED_MODEL)
     out = [_front_matter(art, kind), f"# {run.name}", "",
-           f"{what}: a {task} trained with **{run.mode}** ({MODE_NAMES.get(run.mode, run.mode)}) on "
+           f"{what}: a {task} trained with **{run.mode}** ({mode_spec(run.mode).title}) on "
            f"`{c.dataset}`, starting from `{c.model}`. Exported by the RL post-training workbench from run "
            f"`{run.id}`.", ""]
     if c.model.lower() == EMBEDDED_MODEL:
@@ -360,7 +300,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
             f"modules {', '.join(c.lora.target_modules)}" if c.finetuning == "lora" else "full (every weight)")
     took = (run.finished_at - (run.train_started_at or run.started_at)) if run.finished_at and \
         (run.train_started_at or run.started_at) else None
-    rows = [("base model", f"`{c.model}`"), ("mode", f"{run.mode} ({MODE_NAMES.get(run.mode, run.mode)})"),
+    rows = [("base model", f"`{c.model}`"), ("mode", f"{run.mode} ({mode_spec(run.mode).title})"),
             ("dataset", f"`{c.dataset}`"), ("fine-tuning", lora),
             ("steps", f"{run.step} of {run.total_steps or '?'} ({run.status})"),
             ("learning rate", _fmt(c.learning_rate)),

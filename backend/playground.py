@@ -10,7 +10,6 @@ No gradio here: the UI formats what these functions return. torch loads only whe
 """
 from __future__ import annotations
 
-import gc
 import math
 import statistics
 import threading
@@ -18,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.models import MODELS as MODEL_CACHE
+from backend.models import ModelCache, ModelRef, cached_model
 from backend.rewards.base import completion_text, is_conversation, prompt_text
 
 SEPARATOR = "---"  # a line of its own between pasted multi-line completions
@@ -107,44 +108,44 @@ def assign_completions(n_completions: int, n_prompts: int) -> list[int]:
 
 # ---- generating (the model is cached between calls) ----
 
-class ModelCache:
-    """One causal LM and its tokenizer, kept between calls for the same model spec; another spec (or
-    `release`) drops it first, so the playground never holds two models."""
+class PlaygroundModel:
+    """The playground's one causal LM, in the process's model cache between calls for the same model spec;
+    another spec (or `release`) lets go of it first, so the playground never holds two models."""
 
-    def __init__(self):
+    HOLDER = "playground"
+
+    def __init__(self, cache: ModelCache | None = None):
+        self._cache = cache
         self._lock = threading.Lock()
         self.spec: str | None = None
-        self._loaded = None
+
+    @property
+    def cache(self) -> ModelCache:
+        return self._cache or MODEL_CACHE
 
     def get(self, spec: str, progress=None):
-        from backend.models import load_causal_lm, load_tokenizer, resolve_model
-
         spec = (spec or "").strip()
         with self._lock:
-            if self.spec == spec and self._loaded is not None:
-                return self._loaded
-            self._release()
-            path = resolve_model(spec, progress)
-            tokenizer = load_tokenizer(path)
-            model = load_causal_lm(path)
-            model.eval()
-            self.spec, self._loaded = spec, (model, tokenizer)
-            return self._loaded
+            if self.spec != spec:
+                self._release()
+            loaded = cached_model(ModelRef.parse(spec), self.HOLDER, cache=self.cache, progress=progress)
+            self.spec = spec
+            return loaded.model, loaded.tokenizer
 
     def release(self, keep: str | None = None) -> bool:
-        """Drop the cached model unless it is `keep`; True when one was dropped."""
+        """Let go of the model unless it is `keep`; True when one was let go of."""
         with self._lock:
-            if self._loaded is None or (keep is not None and (keep or "").strip() == self.spec):
+            if self.spec is None or (keep is not None and (keep or "").strip() == self.spec):
                 return False
             self._release()
             return True
 
     def _release(self):
-        self.spec, self._loaded = None, None
-        gc.collect()
+        self.spec = None
+        self.cache.release(self.HOLDER)
 
 
-MODELS = ModelCache()
+MODELS = PlaygroundModel()
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _prompt_ids(tokenizer, prompt):
 
 def generate_completions(prompts: list, model: str, num_completions: int = 2, max_new_tokens: int = 64,
                          temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
-                         cache: ModelCache = MODELS) -> Iterator[GenerationProgress]:
+                         cache: PlaygroundModel = MODELS) -> Iterator[GenerationProgress]:
     """Sample `num_completions` per prompt; yields progress after loading and after each prompt, the last
     one holding every completion (grouped by prompt). Temperature 0 decodes greedily."""
     import torch

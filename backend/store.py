@@ -192,8 +192,16 @@ class Run:
         return d
 
 
+RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")  # what new_run_id makes: date-time-4 hex digits
+RUN_PREFIX = "run:"  # a run named as a model: run:<id>
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def is_run_id(text: str) -> bool:
+    return bool(RUN_ID.match(text or ""))
 
 
 class RunStore:
@@ -339,7 +347,7 @@ class RunStore:
                                 "stop that run first")
                 continue
             session = db.execute("SELECT name FROM label_sessions WHERE status='generating' AND (model_a=? OR "
-                                 "model_b=?)", (f"run:{run_id}",) * 2).fetchone()
+                                 "model_b=?)", (RUN_PREFIX + run_id,) * 2).fetchone()
             if session is not None:
                 problems.append(f"run {run_id}'s adapter is generating answers for labeling session "
                                 f"{session['name']}: wait for it, then delete")

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 ROLES = ("system", "user", "assistant", "tool")
-
 MESSAGE_COLUMNS = ("messages",)  # always message lists
-
 TEXT_COLUMNS = ("text",)  # always plain strings
-
 FLAG_COLUMNS = ("label",)  # KTO: desirable or not
 
 
 class DatasetError(ValueError):
     """A dataset that cannot be used; the message names the source, row and column."""
+
 
 def value_kind(value) -> str:
     if value is None:
@@ -25,6 +23,7 @@ def value_kind(value) -> str:
     if isinstance(value, list):
         return "a list"
     return "an object"
+
 
 def short(err: BaseException, limit: int = 200) -> str:
     text = " ".join(str(err).split()) or type(err).__name__

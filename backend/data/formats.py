@@ -21,8 +21,10 @@ class FormatInfo:
     conversational: bool
     num_rows: int
 
+
 def format_label(columns: list[str]) -> str:
     return " + ".join(columns)
+
 
 def detect_format(ds: datasets.Dataset, mode: str = "sft", source: str = "dataset") -> FormatInfo:
     if mode not in MODES:
@@ -35,8 +37,10 @@ def detect_format(ds: datasets.Dataset, mode: str = "sft", source: str = "datase
                               num_rows=len(ds))
     raise DatasetError(_no_format_message(ds.column_names, mode, source))
 
+
 def _example_row(columns: list[str]) -> str:
     return json.dumps({c: True if c in FLAG_COLUMNS else "..." for c in columns})
+
 
 def _no_format_message(names: list[str], mode: str, source: str) -> str:
     """Names the columns the closest format lacks, and shows what the mode needs."""
@@ -56,6 +60,7 @@ def _no_format_message(names: list[str], mode: str, source: str) -> str:
         return f"{message}. {M} needs {format_label(closest)}{optional}, e.g. {_example_row(closest)}"
     return f"{message}. {M} needs one of: {' | '.join(format_label(c) for c in formats)}"
 
+
 def _check_messages(value, *, need_assistant: bool) -> str | None:
     """None if `value` is a usable list of chat messages, else what is wrong with it."""
     if not isinstance(value, list):
@@ -74,6 +79,7 @@ def _check_messages(value, *, need_assistant: bool) -> str | None:
         return "has no assistant message with content (nothing to learn from)"
     return None
 
+
 def _expected(column: str) -> str:
     if column in MESSAGE_COLUMNS:
         return "a list of {role, content} messages"
@@ -82,6 +88,7 @@ def _expected(column: str) -> str:
     if column in FLAG_COLUMNS:
         return "true/false (or 1/0)"
     return "a non-empty string or a list of messages"
+
 
 def _check_cell(column: str, value) -> str | None:
     if value is None or value == "" or (isinstance(value, str) and not value.strip()):
@@ -97,6 +104,7 @@ def _check_cell(column: str, value) -> str | None:
     if isinstance(value, list):
         return _check_messages(value, need_assistant=False)
     return f"is {value_kind(value)}"
+
 
 def validate_rows(ds: datasets.Dataset, info: FormatInfo, mode: str, source: str = "dataset",
                   limit: int | None = None) -> None:

@@ -26,6 +26,7 @@ def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tupl
         ds = ds.select_columns(info.columns)
     return ds, info
 
+
 def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
     """(training rows, evaluation rows): `fraction` of the rows (at least one) chosen at random with `seed`,
     so the same seed holds out the same rows."""
@@ -36,6 +37,7 @@ def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets
                            "and still train on something; use a larger dataset or give an eval.dataset")
     split = ds.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
     return split["train"], split["test"]
+
 
 def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
                          workspace: Path | None = None) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
@@ -48,9 +50,11 @@ def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: d
         return hold_out(train, split, seed)
     return train, None
 
+
 def _clip(text: str, limit: int = 200) -> str:
     text = str(text)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
 
 def _render(value) -> str:
     if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
@@ -60,6 +64,7 @@ def _render(value) -> str:
     if isinstance(value, (list, dict)):
         return _clip(json.dumps(value, ensure_ascii=False))
     return _clip(value)
+
 
 def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5):
     """(first n rows as display text, the detected format or None, an error message or None).

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import datasets  # imported where a dataset is built: importing the data layer stays light
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
 DATA_DIR = REPO_ROOT / "presets" / "data"
 
 BUILTIN_DATASETS: dict[str, Path] = {
@@ -30,7 +29,6 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-math": DATA_DIR / "math.jsonl",  # grpo, rloo: prompt + answer
     "demo-prompts": DATA_DIR / "prompts.jsonl",  # varied prompts to label answers to (also grpo, rloo)
 }
-
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 
 # Packages above the data layer that add dataset sources (register_source) when imported; imported on the
@@ -90,6 +88,7 @@ def _rows_to_dataset(rows: list, source: str) -> datasets.Dataset:
     except Exception as e:  # pyarrow cannot unify nested values (e.g. numbers and strings as content)
         raise DatasetError(f"{source}: could not build a table from the rows ({short(e)})") from None
 
+
 def _read_json_lines(text: str, source: str) -> list:
     rows = []
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -100,6 +99,7 @@ def _read_json_lines(text: str, source: str) -> list:
         except json.JSONDecodeError as e:
             raise DatasetError(f"{source} line {lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
     return rows
+
 
 def _read_json(text: str, source: str) -> list:
     """A .json file: a list of objects, {"data": [...]}, or JSON lines under the wrong extension."""
@@ -116,6 +116,7 @@ def _read_json(text: str, source: str) -> list:
     if isinstance(data, list):
         return data
     raise DatasetError(f"{source}: expected a list of objects, got {value_kind(data)}")
+
 
 def _read_csv(path: Path, source: str) -> datasets.Dataset:
     import pandas as pd
@@ -143,6 +144,7 @@ def _read_csv(path: Path, source: str) -> datasets.Dataset:
                                        f"(a CSV cell must hold the list as JSON text)")
     return _rows_to_dataset(rows, source)
 
+
 def _parse_json_lists(cells: list[str]) -> list | None:
     """The cells parsed, if every non-empty one is a JSON list; else None (the column is plain text)."""
     parsed = []
@@ -160,6 +162,7 @@ def _parse_json_lists(cells: list[str]) -> list | None:
             return None
         parsed.append(value)
     return parsed if any(v is not None for v in parsed) else None
+
 
 def _read_file(path: Path, source: str) -> datasets.Dataset:
     suffix = path.suffix.lower()
@@ -183,6 +186,7 @@ def _read_file(path: Path, source: str) -> datasets.Dataset:
     rows = _read_json_lines(text, source) if suffix == ".jsonl" else _read_json(text, source)
     return _rows_to_dataset(rows, source)
 
+
 def _read_saved(path: Path, source: str) -> datasets.Dataset:
     import datasets
 
@@ -200,6 +204,7 @@ def _read_saved(path: Path, source: str) -> datasets.Dataset:
         raise DatasetError(f"{source} holds splits [{', '.join(splits)}] and none is named 'train'; "
                            "save the split to train on as 'train'")
     return loaded
+
 
 def _load_from_hub(spec: str) -> datasets.Dataset:
     import datasets
@@ -219,14 +224,17 @@ def _load_from_hub(spec: str) -> datasets.Dataset:
         raise DatasetError(f"could not load dataset '{spec}' from the Hub (offline? {short(e, 160)}); "
                            f"{hint}") from None
 
+
 def _looks_like_path(spec: str) -> bool:
     return (spec.startswith(("/", ".", "~")) or spec.count("/") != 1 or "\\" in spec
             or Path(spec).suffix.lower() in FILE_TYPES)
+
 
 def _find_path(spec: str, workspace: Path | None) -> Path | None:
     given = Path(spec).expanduser()
     bases = [Path(workspace)] if workspace and not given.is_absolute() else []
     return next((c for c in [b / given for b in bases] + [given] if c.exists()), None)
+
 
 def load(spec: str, workspace: Path | None, mode: str | None = None) -> tuple[datasets.Dataset, str]:
     """The dataset and the name that messages call it by."""
@@ -249,10 +257,12 @@ def load(spec: str, workspace: Path | None, mode: str | None = None) -> tuple[da
         raise DatasetError(f"{source}: the dataset has no rows")
     return ds, source
 
+
 def load_dataset_spec(spec: str, workspace: Path | None = None) -> datasets.Dataset:
     """A built-in name, a .jsonl/.json/.csv/.parquet file, a save_to_disk folder, or a Hub dataset id.
     Relative paths are looked up in the workspace first, then the current directory."""
     return load(spec, workspace)[0]
+
 
 def save_upload(src_path: str | Path, workspace: Path) -> Path:
     """Copy an uploaded file into workspace/uploads/ under its own name (name-1.ext etc. when a different

@@ -1,18 +1,20 @@
-"""The models a session compares: a plain model spec, or run:<id> for a run's adapter on its base model."""
+"""The models a session compares: a model reference (backend.models.ModelRef), e.g. run:<id> for a run's
+adapter on its base model."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from backend.labeling.records import LabelError
+from backend.models import RUN_PREFIX, ModelError, ModelRef
 from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
 
 def describe_model(store: RunStore, spec: str) -> str:
     """A short name: a run's adapter by the run's name, a local folder by its own name."""
-    if spec and spec.startswith("run:"):
+    if spec and spec.startswith(RUN_PREFIX):
         try:
-            run = store.get_run(spec[4:])
+            run = store.get_run(spec[len(RUN_PREFIX):])
             return f"{run.name} (adapter on {describe_model(store, run.config.model)})"
         except KeyError:
             return spec
@@ -20,35 +22,43 @@ def describe_model(store: RunStore, spec: str) -> str:
         return Path(spec).name
     return spec
 
+
 def resolve_candidate(store: RunStore, spec: str) -> tuple[str, str | None]:
-    """(base model spec, adapter folder or None). `run:<id>` is that run's base model + its adapter."""
+    """(base model spec, adapter folder or None). `run:<id>` is that run's base model + its adapter (a full
+    fine-tune: its model folder), an adapter folder is its base model + itself."""
     spec = (spec or "").strip()
-    if not spec.startswith("run:"):
-        return spec, None
-    run_id = spec[4:]
     try:
-        run = store.get_run(run_id)
-    except KeyError:
-        raise LabelError(f"model {spec}: no run with id '{run_id}'") from None
+        ref = ModelRef.parse(spec, store)
+    except ModelError as e:
+        if e.reason == "no_run":
+            raise LabelError(f"model {spec}: no run with id '{e.subject}'") from None
+        if e.run is None:
+            return spec, None  # check_candidate says what is wrong with it
+        _refuse_scorer(e.run, spec)
+        raise LabelError(f"model {spec}: run {e.run.name} has no saved adapter ({e.run.status}); choose a finished "
+                         "run") from None
+    if ref.run is not None:
+        _refuse_scorer(ref.run, spec)
+    return ref.base, ref.adapter
+
+
+def _refuse_scorer(run, spec: str) -> None:
     if not mode_spec(run.mode).writes_answers:
         raise LabelError(f"model {spec}: run {run.name} trained a reward model, which scores answers but does not "
                          "write them; choose a DPO, KTO, SFT or RL run")
-    if not run.adapter_path or not Path(run.adapter_path).is_dir():
-        raise LabelError(f"model {spec}: run {run.name} has no saved adapter ({run.status}); choose a finished run")
-    if not (Path(run.adapter_path) / "adapter_config.json").is_file():  # full fine-tuning saved a whole model
-        return run.adapter_path, None
-    return run.config.model, run.adapter_path
+
 
 def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, run:<id>) for every run with a saved adapter that writes answers."""
     out = []
     for run in store.list_runs(("completed", "stopped")):
         if run.adapter_path and mode_spec(run.mode).writes_answers and Path(run.adapter_path).is_dir():
-            out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", f"run:{run.id}"))
+            out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", RUN_PREFIX + run.id))
     return out
 
+
 def check_candidate(store: RunStore, spec: str) -> None:
-    from backend.models import ModelError, check_model
+    from backend.models import check_model
 
     base, _ = resolve_candidate(store, spec)
     try:

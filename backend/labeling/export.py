@@ -23,6 +23,7 @@ class _Decision:
     edited: str | None
     labels: list[Label]
 
+
 def _decisions(store: RunStore, session_id: str) -> list[_Decision]:
     by_item: dict[int, list[Label]] = defaultdict(list)
     for lab in labels(store, session_id):
@@ -38,13 +39,16 @@ def _decisions(store: RunStore, session_id: str) -> list[_Decision]:
         out.append(_Decision(item, choice, edits[-1] if edits else None, labs))
     return out
 
+
 def _as_prompt(prompt, conversational: bool):
     if conversational:
         return prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
     return prompt_text(prompt)
 
+
 def _as_answer(text: str, conversational: bool):
     return [{"role": "assistant", "content": text}] if conversational else text
+
 
 def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversational: bool = True,
                 ties: str = "drop", both_bad: str = "drop") -> tuple[list[dict], ExportSummary]:
@@ -139,6 +143,7 @@ def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversation
     summary.dropped = dict(dropped)
     return rows, summary
 
+
 def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = "dpo", conversational: bool = True,
                  ties: str = "drop", both_bad: str = "drop") -> ExportSummary:
     """Export to a .jsonl or .parquet file (by its suffix)."""
@@ -159,11 +164,13 @@ def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = 
     summary.path = str(path)
     return summary
 
+
 def export_format_for_mode(session: LabelSession, mode: str | None) -> str:
     """What a training mode reads from a session: KTO rows, SFT rows, or preference pairs (DPO, reward
     model, and the prompt column for RL); a single-answer session gives KTO rows unless SFT asks."""
     fmt = mode_spec(mode).label_format if mode else "dpo"
     return "kto" if session.mode == "single" and fmt == "dpo" else fmt
+
 
 def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
     """A `labels:<session id>` dataset spec as a datasets.Dataset for `mode` (conversational; ties and
@@ -182,13 +189,16 @@ def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
                          f"{summary.text()}; label some pairs first")
     return datasets.Dataset.from_list(rows)
 
+
 def _labels_source(spec: str, workspace: Path | None, mode: str | None):
     try:
         return labels_dataset(spec, workspace, mode)
     except LabelError as e:
         raise DatasetError(str(e)) from None
 
+
 register_source(LABELS_PREFIX, _labels_source)
+
 
 def dataset_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, labels:<id>) for every session that has labels, for the Train tab's dataset list."""

@@ -167,28 +167,19 @@ class CandidateModels:
     side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights)."""
 
     def __init__(self, cands: list[Candidate], report=lambda message: None):
-        from backend.models import load_causal_lm, load_tokenizer, resolve_model
+        from backend.models import ModelRef, load_model
 
         self.loaded: dict[str, tuple] = {}
         self.adapter_names: dict[str, str] = {}
         bases = list(dict.fromkeys(c.base for c in cands))
         for i, base in enumerate(bases, 1):
             report(f"Loading {base} ({i}/{len(bases)})")
-            path = resolve_model(base, lambda f, m: report(m))
-            tokenizer = load_tokenizer(path)
-            model = load_causal_lm(path)
+            adapters = {}  # name → folder, on this base
             for adapter in dict.fromkeys(c.adapter for c in cands if c.base == base and c.adapter):
-                from peft import PeftModel
-
                 name = f"adapter{len(self.adapter_names) + 1}"
-                report(f"Loading the adapter {Path(adapter).parent.name}")
-                if isinstance(model, PeftModel):
-                    model.load_adapter(adapter, adapter_name=name)
-                else:
-                    model = PeftModel.from_pretrained(model, adapter, adapter_name=name)
-                self.adapter_names[adapter] = name
-            model.eval()
-            self.loaded[base] = (model, tokenizer)
+                self.adapter_names[adapter], adapters[name] = name, adapter
+            loaded = load_model(ModelRef.parse(base), adapters=adapters, progress=lambda f, m: report(m))
+            self.loaded[base] = (loaded.model, loaded.tokenizer)
 
     def generate(self, cand: Candidate, prompt, *, seed: int, max_new_tokens: int, top_p: float,
                  num: int = 1) -> list[str]:

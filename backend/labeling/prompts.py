@@ -22,6 +22,7 @@ def split_typed_prompts(text: str) -> list[str]:
         return blocks
     return [line.strip() for line in lines if line.strip()]
 
+
 def load_prompts(*, dataset: str | None = None, column: str = "prompt", file: str | Path | None = None,
                  text: str | None = None, limit: int | None = None, workspace: Path | None = None) -> list:
     """Prompts from typed text, an uploaded file (.txt: one per line; .jsonl/.json/.csv/.parquet: a column)
@@ -55,6 +56,7 @@ def load_prompts(*, dataset: str | None = None, column: str = "prompt", file: st
     if len(prompts) > MAX_PROMPTS:
         raise LabelError(f"{where}: {len(prompts)} prompts; a session holds at most {MAX_PROMPTS} (set a limit)")
     return prompts
+
 
 def _column(ds, column: str, where: str) -> list:
     if column not in ds.column_names:

@@ -8,32 +8,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-
-
-
 MODES = ("pair", "single")
-
 PAIR_CHOICES = ("a", "b", "tie", "both_bad")
-
 SINGLE_CHOICES = ("up", "down")
-
 CHOICE_NAMES = {"a": "A better", "b": "B better", "tie": "tie", "both_bad": "both bad", "up": "thumbs up",
                 "down": "thumbs down"}
-
 EXPORT_FORMATS = ("dpo", "kto", "sft")
-
 STALE_ASSIGNMENT_S = 600.0  # an item claimed this long ago without a label may be given to someone else
-
 LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: a session exported for the run's mode
-
 MAX_PROMPTS = 10_000
-
 MAX_NOTE = 2000
-
 PROMPT_FILE_TYPES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
+
 
 class LabelError(ValueError):
     """A labeling request that cannot be done; the message says what to change."""
+
 
 @dataclass
 class GenerationSettings:
@@ -74,6 +64,7 @@ class GenerationSettings:
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
+
 @dataclass
 class LabelSession:
     id: str
@@ -95,6 +86,7 @@ class LabelSession:
     def choices(self) -> tuple[str, ...]:
         return PAIR_CHOICES if self.mode == "pair" else SINGLE_CHOICES
 
+
 @dataclass
 class LabelItem:
     id: int
@@ -111,6 +103,7 @@ class LabelItem:
     assigned_at: float | None = None
     generated_at: float | None = None
 
+
 @dataclass
 class Label:
     id: int
@@ -124,6 +117,7 @@ class Label:
     created_at: float
     undone: bool
 
+
 @dataclass
 class SessionProgress:
     total: int  # items (prompts)
@@ -135,6 +129,7 @@ class SessionProgress:
     by_choice: dict[str, int] = field(default_factory=dict)
     annotators: dict[str, int] = field(default_factory=dict)
     seconds_per_item: float | None = None  # recent generation speed
+
 
 @dataclass
 class ExportSummary:
@@ -159,13 +154,16 @@ class ExportSummary:
             parts.append(f"{self.edited} edited {'answer' if self.edited == 1 else 'answers'} used")
         return "; ".join(parts)
 
+
 def counted(n: int, what: str) -> str:
     """Like "1 tie", "2 ties" or "1 both bad"."""
     singular = {"ties": "tie", "disagreements": "disagreement", "empty answers": "empty answer"}
     return f"{n} {singular.get(what, what) if n == 1 else what}"
 
+
 def new_session_id() -> str:
     return "lab-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
 
 def loads(text, default=None):
     if text is None:
@@ -175,11 +173,13 @@ def loads(text, default=None):
     except (TypeError, ValueError):
         return default
 
+
 def session_from_row(row) -> LabelSession:
     d = dict(row)
     d["settings"] = GenerationSettings(**{k: v for k, v in loads(d["settings"], {}).items()
                                           if k in GenerationSettings.__dataclass_fields__})
     return LabelSession(**d)
+
 
 def item_from_row(row) -> LabelItem:
     d = dict(row)
@@ -189,15 +189,18 @@ def item_from_row(row) -> LabelItem:
     d["swapped"] = bool(d["swapped"])
     return LabelItem(**d)
 
+
 def label_from_row(row) -> Label:
     d = dict(row)
     d["undone"] = bool(d["undone"])
     return Label(**d)
 
+
 def prompt_text(prompt) -> str:
     if isinstance(prompt, list):
         return "\n\n".join(str(m.get("content") or "") for m in prompt if isinstance(m, dict))
     return "" if prompt is None else str(prompt)
+
 
 def clean_text(text, limit: int | None = None) -> str | None:
     text = (text or "").strip()

@@ -45,6 +45,7 @@ def create_session(store: RunStore, prompts: list, *, model_a: str, model_b: str
                        [(session_id, i, json.dumps(p, ensure_ascii=False)) for i, p in enumerate(prompts)])
     return get_session(store, session_id)
 
+
 def get_session(store: RunStore, session_id: str) -> LabelSession:
     with store.connect() as db:
         row = db.execute("SELECT * FROM label_sessions WHERE id=?", (session_id,)).fetchone()
@@ -52,16 +53,19 @@ def get_session(store: RunStore, session_id: str) -> LabelSession:
         raise LabelError(f"no labeling session with id '{session_id}'")
     return session_from_row(row)
 
+
 def list_sessions(store: RunStore) -> list[LabelSession]:
     with store.connect() as db:
         rows = db.execute("SELECT * FROM label_sessions ORDER BY created_at DESC").fetchall()
     return [session_from_row(r) for r in rows]
+
 
 def update_session(store: RunStore, session_id: str, **fields) -> None:
     if fields:
         with store.connect() as db:
             db.execute(f"UPDATE label_sessions SET {', '.join(f'{k}=?' for k in fields)} WHERE id=?",
                        (*fields.values(), session_id))
+
 
 def get_item(store: RunStore, item_id: int) -> LabelItem:
     with store.connect() as db:
@@ -70,16 +74,19 @@ def get_item(store: RunStore, item_id: int) -> LabelItem:
         raise LabelError(f"no labeling item {item_id}")
     return item_from_row(row)
 
+
 def items(store: RunStore, session_id: str) -> list[LabelItem]:
     with store.connect() as db:
         rows = db.execute("SELECT * FROM label_items WHERE session_id=? ORDER BY idx", (session_id,)).fetchall()
     return [item_from_row(r) for r in rows]
+
 
 def labels(store: RunStore, session_id: str, include_undone: bool = False) -> list[Label]:
     sql = "SELECT * FROM labels WHERE session_id=?" + ("" if include_undone else " AND undone=0")
     with store.connect() as db:
         rows = db.execute(sql + " ORDER BY id", (session_id,)).fetchall()
     return [label_from_row(r) for r in rows]
+
 
 def progress(store: RunStore, session_id: str) -> SessionProgress:
     k = get_session(store, session_id).settings.labels_per_item
@@ -108,6 +115,7 @@ def progress(store: RunStore, session_id: str) -> SessionProgress:
                            ready_ahead=sum(1 for r in per_item if r["generated"] and r["n"] < k),
                            by_choice=by_choice, annotators=annotators, seconds_per_item=per_item_s)
 
+
 def _refresh_item(db, item_id: int, k: int, now: float) -> None:
     """Keep label_items.status / assigned_to in step with the labels and assignments (informational:
     claims read the assignments and labels themselves)."""
@@ -118,11 +126,13 @@ def _refresh_item(db, item_id: int, k: int, now: float) -> None:
     db.execute("UPDATE label_items SET status=?, assigned_to=?, assigned_at=? WHERE id=? AND status != 'new'",
                (status, open_[0] if open_ else None, open_[1] if open_ else None, item_id))
 
+
 def _k(db, session_id: str) -> tuple[int, str]:
     row = db.execute("SELECT settings, mode FROM label_sessions WHERE id=?", (session_id,)).fetchone()
     if row is None:
         raise LabelError(f"no labeling session with id '{session_id}'")
     return int(loads(row["settings"], {}).get("labels_per_item", 1)), row["mode"]
+
 
 def claim_next(store: RunStore, session_id: str, annotator: str, client: str | None = None) -> LabelItem | None:
     """The item this client should label now: its open assignment, else a newly claimed ready item;
@@ -162,10 +172,12 @@ def claim_next(store: RunStore, session_id: str, annotator: str, client: str | N
         _refresh_item(db, row["id"], k, now)
         return item_from_row(db.execute("SELECT * FROM label_items WHERE id=?", (row["id"],)).fetchone())
 
+
 @dataclass
 class CommitResult:
     label: Label
     created: bool  # False: this client had already labeled the item (a repeated key press); nothing changed
+
 
 def commit_label(store: RunStore, session_id: str, item_id: int, choice: str, annotator: str,
                  client: str | None = None, edited_text: str | None = None, note: str | None = None) -> CommitResult:
@@ -202,6 +214,7 @@ def commit_label(store: RunStore, session_id: str, item_id: int, choice: str, an
         row = db.execute("SELECT * FROM labels WHERE id=?", (cur.lastrowid,)).fetchone()
     return CommitResult(label_from_row(row), created=True)
 
+
 def undo_last(store: RunStore, session_id: str, client: str) -> Label | None:
     """Mark this client's last label in the session undone and give its item back to the client (the next
     `claim_next` returns it). None when there is nothing to undo."""
@@ -218,10 +231,12 @@ def undo_last(store: RunStore, session_id: str, client: str) -> Label | None:
         _refresh_item(db, row["item_id"], k, now)
     return label_from_row(row)
 
+
 def client_label_count(store: RunStore, session_id: str, client: str) -> int:
     with store.connect() as db:
         return db.execute("SELECT COUNT(*) FROM labels WHERE session_id=? AND client=? AND undone=0",
                           (session_id, client)).fetchone()[0]
+
 
 def next_to_generate(store: RunStore, session_id: str) -> LabelItem | None:
     """The first item without answers, when the generator may run ahead that far (lookahead)."""
@@ -235,10 +250,12 @@ def next_to_generate(store: RunStore, session_id: str) -> LabelItem | None:
         return None
     return item_from_row(row)
 
+
 def has_ungenerated(store: RunStore, session_id: str) -> bool:
     with store.connect() as db:
         return db.execute("SELECT 1 FROM label_items WHERE session_id=? AND status='new' LIMIT 1",
                           (session_id,)).fetchone() is not None
+
 
 def save_answers(store: RunStore, item_id: int, candidates: list[tuple[str, dict]], swapped: bool = False) -> None:
     """Store an item's generated answers: [(text, source)] in candidate order; swapped shows the second first."""
@@ -249,6 +266,7 @@ def save_answers(store: RunStore, item_id: int, candidates: list[tuple[str, dict
                    "status='pending', generated_at=? WHERE id=? AND status='new'",
                    (a, b, json.dumps(src_a), json.dumps(src_b) if src_b is not None else None, int(bool(swapped)),
                     time.time(), item_id))
+
 
 def swap_for(session_id: str, idx: int) -> bool:
     """Which side the second candidate is shown on: random per item, reproducible."""

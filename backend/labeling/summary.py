@@ -21,8 +21,10 @@ class LabelSummary:
     sides: dict[str, int]  # pair: wins of the answer shown as A / as B
     models: list[dict]  # per model (source): wins, losses, ties, both_bad | up, down
 
+
 def _source_name(source: dict) -> str:
     return (source or {}).get("label") or (source or {}).get("model") or "unknown"
+
 
 def summarize(store: RunStore, session_id: str) -> LabelSummary:
     session = get_session(store, session_id)
@@ -70,6 +72,7 @@ def summarize(store: RunStore, session_id: str) -> LabelSummary:
                         models=[{"model": name, **{k: c.get(k, 0) for k in keys}}
                                 for name, c in sorted(models.items())])
 
+
 def session_counts(store: RunStore, session: LabelSession) -> dict:
     """A session with its label counts, for `launch.py labels list --json`."""
     p = progress(store, session.id)
@@ -79,6 +82,7 @@ def session_counts(store: RunStore, session: LabelSession) -> dict:
             "labeled_items": p.labeled_items, "remaining": p.remaining,
             "by_choice": {c: p.by_choice.get(c, 0) for c in session.choices}, "annotators": p.annotators,
             "settings": asdict(session.settings), "error": session.error}
+
 
 def rate(numerator: int, denominator: int) -> str:
     return "–" if not denominator else f"{100 * numerator / denominator:.0f}%"

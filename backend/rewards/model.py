@@ -2,68 +2,70 @@
 
 The model is a finished rm run of this workspace (its saved adapter), a local save_pretrained folder of a
 sequence-classification model, or a Hub id. Texts are built the way TRL's RewardTrainer trained it: the chat
-template over prompt + completion messages, or prompt + completion + eos for plain text. Each model is
-loaded once per process and kept; torch is imported only when a model is loaded.
+template over prompt + completion messages, or prompt + completion + eos for plain text. Models load through
+the process's bounded model cache (backend.models); torch is imported only when a model is loaded.
 """
 from __future__ import annotations
 
 import json
-import os
-import re
-import threading
 from pathlib import Path
 
+from backend.models import ModelError, ModelRef, cached_model, default_device, is_hub_id, load_model, run_part
 from backend.modes.registry import mode_spec
 from backend.rewards.base import RewardFunction, RewardSourceError, as_messages, is_conversation
 
-RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 FINISHED = ("completed", "stopped")  # both saved their adapter
 
-_cache: dict[tuple, tuple] = {}
-_lock = threading.Lock()
+
+def reward_model_ref(spec: str, workspace: Path) -> ModelRef:
+    """The reward model a spec names, as the folder (or Hub id) to load; RewardSourceError says what is wrong."""
+    spec = (spec or "").strip()
+    try:
+        ref = ModelRef.parse(spec, Path(workspace))
+    except ModelError as e:
+        if e.run is not None:
+            _check_rm_run(e.run)
+        raise RewardSourceError(_problem(spec, e)) from None
+    if ref.run is not None:
+        _check_rm_run(ref.run)
+    if ref.kind == "hub":
+        if not is_hub_id(spec):
+            raise RewardSourceError(_problem(spec, ModelError("", "missing")))
+        return ref
+    folder = Path(ref.adapter or ref.base)
+    check_classifier_folder(folder)
+    return ModelRef.of_folder(folder, spec)  # a run's adapter too: on the base PEFT recorded, as load_reward_model
 
 
 def locate_reward_model(spec: str, workspace: Path) -> str:
     """The folder (or Hub id) a reward-model spec points to; RewardSourceError says what is wrong."""
-    spec = (spec or "").strip()
-    workspace = Path(workspace)
-    if spec and "/" not in spec and ((workspace / "runs" / spec).is_dir() or RUN_ID.match(spec)):
-        return str(_finished_rm_run(spec, workspace))
-    path = Path(spec).expanduser()
-    if not path.is_absolute() and not path.exists() and (workspace / path).is_dir():
-        path = workspace / path
-    if path.is_dir():
-        check_classifier_folder(path)
-        return str(path.resolve())
-    if path.exists():
-        raise RewardSourceError(f"{spec} is a file; give a model folder, an rm run id or a Hub id")
-    if spec.startswith(("/", ".", "~")) or not _HUB_ID.match(spec):
-        raise RewardSourceError(f"model '{spec}' is neither an rm run of this workspace, nor a folder, nor a "
-                                "Hub id (org/name)")
-    return spec
+    ref = reward_model_ref(spec, workspace)
+    return ref.adapter or ref.base
 
 
-def _finished_rm_run(run_id: str, workspace: Path) -> Path:
-    adapter = workspace / "runs" / run_id / "adapter"
-    if (workspace / "workbench.db").is_file():
-        from backend.store import RunStore
+def _check_rm_run(run) -> None:
+    if mode_spec(run.mode).task != "seq_cls":
+        raise RewardSourceError(f"run '{run.id}' is a {run.mode} run, not a reward-model (rm) "
+                                "run")
+    if run.status not in FINISHED:
+        raise RewardSourceError(f"rm run '{run.id}' is {run.status}; use a run that completed")
 
-        try:
-            run = RunStore(workspace).get_run(run_id)
-        except KeyError:
-            raise RewardSourceError(f"no run '{run_id}' in this workspace") from None
-        if mode_spec(run.mode).task != "seq_cls":
-            raise RewardSourceError(f"run '{run_id}' is a {run.mode} run, not a reward-model (rm) "
-                                    "run")
-        if run.status not in FINISHED:
-            raise RewardSourceError(f"rm run '{run_id}' is {run.status}; use a run that completed")
-    elif not (workspace / "runs" / run_id).is_dir():
-        raise RewardSourceError(f"no run '{run_id}' in this workspace")
-    if not ((adapter / "adapter_config.json").is_file() or (adapter / "config.json").is_file()):
-        raise RewardSourceError(f"run '{run_id}' has no saved model in {adapter}")
-    check_classifier_folder(adapter)
-    return adapter
+
+def _problem(spec: str, e: ModelError) -> str:
+    """What ModelRef.parse found, in this source's words."""
+    run_id = (run_part(spec) or (spec, None))[0]
+    if e.reason == "no_run":
+        return f"no run '{run_id}' in this workspace"
+    if e.reason == "unsaved":
+        return f"run '{run_id}' has no saved model in {e.subject}"
+    if e.reason == "file":
+        return f"{spec} is a file; give a model folder, an rm run id or a Hub id"
+    if e.reason == "missing":
+        return (f"model '{spec}' is neither an rm run of this workspace, nor a folder, nor a "
+                "Hub id (org/name)")
+    if e.reason == "not_model":
+        return f"{e.subject} has no config.json or adapter_config.json"
+    return str(e)
 
 
 def check_classifier_folder(path: Path) -> None:
@@ -94,49 +96,25 @@ def _read_json(path: Path) -> dict:
         raise RewardSourceError(f"cannot read {path}: {e}") from None
 
 
-def device():
-    """This process's accelerator (LOCAL_RANK's GPU under accelerate/torchrun), else the CPU."""
-    import torch
+def load_reward(ref: ModelRef):
+    """(model, tokenizer) on this process's device, frozen, loaded once (merged, when it is an adapter)."""
+    try:
+        loaded = cached_model(ref, "rewards", loader=_load_scorer, task="seq_cls", merge=True, device=default_device(),
+                              num_labels=None if ref.kind == "hub" else 1)
+    except RewardSourceError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the file names and reason matter more than the type
+        raise RewardSourceError(f"could not load {ref.adapter or ref.base}: {type(e).__name__}: {e}") from e
+    return loaded.model, loaded.tokenizer
 
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
-    return torch.device("cpu")
 
-
-def _load(location: str):
-    if Path(location).is_dir():
-        from backend.modes.rm import load_reward_model
-
-        return load_reward_model(location)
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from backend.models import load_tokenizer
-
-    tokenizer = load_tokenizer(location)
-    model = AutoModelForSequenceClassification.from_pretrained(location, dtype=torch.float32)
-    if model.config.num_labels != 1:
-        raise RewardSourceError(f"{location} has {model.config.num_labels} outputs; a reward model "
+def _load_scorer(ref: ModelRef, **options):
+    loaded = load_model(ref, **options)
+    if loaded.model.config.num_labels != 1:  # a Hub classifier keeps its own head
+        raise RewardSourceError(f"{ref.base} has {loaded.model.config.num_labels} outputs; a reward model "
                                 "has one")
-    model.config.pad_token_id = tokenizer.pad_token_id
-    return model.eval(), tokenizer
-
-
-def load_cached(location: str):
-    """(model, tokenizer) on this process's device, loaded once."""
-    dev = device()
-    key = (location, str(dev))
-    with _lock:
-        if key not in _cache:
-            try:
-                model, tokenizer = _load(location)
-            except RewardSourceError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the file names and reason matter more than the type
-                raise RewardSourceError(f"could not load {location}: {type(e).__name__}: {e}") from e
-            model.requires_grad_(False)
-            _cache[key] = (model.to(dev), tokenizer)
-        return _cache[key]
+    loaded.model.requires_grad_(False)
+    return loaded
 
 
 class RewardModelReward(RewardFunction):
@@ -144,8 +122,9 @@ class RewardModelReward(RewardFunction):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.location = locate_reward_model(self.params.model, self.workspace)
-        self.model, self.tokenizer = load_cached(self.location)  # fail before training starts
+        ref = reward_model_ref(self.params.model, self.workspace)
+        self.location = ref.adapter or ref.base
+        self.model, self.tokenizer = load_reward(ref)  # fail before training starts
 
     def encode(self, prompt, completion) -> list[int]:
         tok = self.tokenizer

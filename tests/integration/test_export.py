@@ -101,7 +101,7 @@ def test_reward_model_merge_keeps_its_scores(runs, tiny_model, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from backend.modes.rm import load_sequence_classifier
+    from backend.models import load_sequence_classifier
 
     store, _, rm = runs
     result = export_run(store, rm.id, tmp_path / "rm-merged", merge=True)

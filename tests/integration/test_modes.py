@@ -94,7 +94,7 @@ def test_rl_runs_store_samples_with_each_sources_score(finished, mode):
 def test_a_finished_reward_model_run_loads_as_a_scorer(finished):
     import torch
 
-    from backend.modes.rm import load_reward_model
+    from backend.models import load_reward_model
 
     store, run = finished["rm"]
     model, tokenizer = load_reward_model(store.run_dir(run.id))

@@ -110,7 +110,7 @@ def test_a_value_model_from_an_rm_run_starts_as_that_reward_model(runs, tiny_mod
     import torch
 
     from backend.models import load_tokenizer
-    from backend.modes.rm import load_reward_model
+    from backend.models import load_reward_model
     from backend.ppo.value import build_value_model
     from backend.training import lora_config
 

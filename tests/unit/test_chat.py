@@ -1,4 +1,5 @@
-"""The chat playground's backend: what can be picked, the two-model cache, side-by-side streaming, scoring."""
+"""The chat playground's backend: what can be picked, its models in the model cache, side-by-side streaming,
+scoring."""
 import json
 import threading
 import time
@@ -6,8 +7,9 @@ import time
 import pytest
 
 from backend import chat
-from backend.chat import ChatError, ChatModel, ChatModelCache, LoadedModel, Sampling
+from backend.chat import ChatError, ChatModels, Sampling
 from backend.config import build_config
+from backend.models import LoadedModel, ModelCache, ModelRef
 from backend.store import RunStore
 
 
@@ -35,8 +37,8 @@ def test_choices_are_bases_finished_policy_runs_and_merged_exports(workspace, ti
     assert chat.RUN_PREFIX + rm.id not in values and chat.RUN_PREFIX + failed.id not in values
 
     spec = chat.chat_model(chat.RUN_PREFIX + sft.id, store)
-    assert spec == ChatModel(str(tiny_model), str(store.run_dir(sft.id) / "adapter"))
-    assert chat.chat_model(str(tiny_model), store) == ChatModel(str(tiny_model))
+    assert spec.key == (str(tiny_model), str(store.run_dir(sft.id) / "adapter"))
+    assert chat.chat_model(str(tiny_model), store).key == (str(tiny_model.resolve()), None)
     with pytest.raises(ChatError, match="reward model"):
         chat.chat_model(chat.RUN_PREFIX + rm.id, store)
     with pytest.raises(ChatError, match="produced no adapter"):
@@ -46,19 +48,19 @@ def test_choices_are_bases_finished_policy_runs_and_merged_exports(workspace, ti
 def test_cache_loads_each_model_once_holds_two_and_releases_what_is_no_longer_selected():
     loads = []
 
-    def loader(spec):
-        loads.append(spec.key)
-        return LoadedModel(spec, object(), object(), "cpu")
+    def loader(ref, **options):
+        loads.append(ref.key)
+        return LoadedModel(ref, object(), object(), "cpu")
 
-    cache = ChatModelCache(capacity=2, loader=loader)
-    base, tuned, other = ChatModel("m"), ChatModel("m", "adapter"), ChatModel("x")
-    assert cache.get(base) is cache.get(base)
-    cache.get(tuned)
+    models = ChatModels(ModelCache(capacity=2, free=lambda: 1.0), loader=loader)
+    base, tuned, other = ModelRef("hub", "m"), ModelRef("hub", "m", "adapter"), ModelRef("hub", "x")
+    assert models.get(base) is models.get(base)
+    models.get(tuned)
     assert loads == [base.key, tuned.key]
-    cache.get(other)  # a third one pushes out the least recently used
-    assert cache.loaded() == [tuned.key, other.key]
-    assert cache.keep_only([other, None]) == 1
-    assert cache.loaded() == [other.key]
+    models.get(other)  # a third one pushes out the least recently used
+    assert models.loaded() == [tuned.key, other.key]
+    assert models.keep_only([other, None]) == 1
+    assert models.loaded() == [other.key]
 
 
 def test_conversation_keeps_turns_in_order_after_the_system_prompt():
@@ -77,8 +79,7 @@ def test_sampling_settings_are_checked():
 
 
 def test_two_models_stream_side_by_side(tiny_model):
-    cache = ChatModelCache()
-    a = cache.get(ChatModel(str(tiny_model)))
+    a = ChatModels(ModelCache()).get(ModelRef.parse(str(tiny_model)))
     messages = chat.conversation("", [], "Hello")
     snapshots = [[(r.text, r.done) if r else None for r in snap]
                  for snap in chat.stream_replies([(a, messages), None, (a, messages)], Sampling(12, 0),
@@ -93,13 +94,13 @@ def test_two_models_stream_side_by_side(tiny_model):
 
 
 def test_a_failing_side_reports_its_error_and_the_other_side_finishes(tiny_model):
-    good = ChatModelCache().get(ChatModel(str(tiny_model)))
+    good = ChatModels(ModelCache()).get(ModelRef.parse(str(tiny_model)))
 
     class Broken:
         def generate(self, **kwargs):
             raise RuntimeError("CUDA out of memory")
 
-    bad = LoadedModel(ChatModel("broken"), Broken(), good.tokenizer, "cpu")
+    bad = LoadedModel(None, Broken(), good.tokenizer, "cpu")
     start = time.time()
     *_, final = chat.stream_replies([(bad, [{"role": "user", "content": "x"}]),
                                      (good, [{"role": "user", "content": "x"}])], Sampling(6, 0))
@@ -109,7 +110,7 @@ def test_a_failing_side_reports_its_error_and_the_other_side_finishes(tiny_model
 
 
 def test_closing_the_stream_stops_generation(tiny_model):
-    loaded = ChatModelCache().get(ChatModel(str(tiny_model)))
+    loaded = ChatModels(ModelCache()).get(ModelRef.parse(str(tiny_model)))
     stream = chat.stream_replies([(loaded, [{"role": "user", "content": "x"}])], Sampling(4000, 1.0),
                                  min_interval=0)
     next(stream)

