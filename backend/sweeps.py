@@ -20,7 +20,6 @@ import os
 import secrets
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -33,9 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from backend import jobs
 from backend.config import (RL_MODES, ConfigError, RunConfig, apply_overrides, build_config, choices, field_paths,
                             read_yaml_mapping, set_path)
+from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, spawn_detached
 from backend.store import RunStore
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("float", "log_float", "int", "categorical")
 REDUCTIONS = ("last", "mean_last", "best")
 SWEEP_STATUSES = ("queued", "running", "completed", "stopped", "failed")
@@ -599,8 +598,8 @@ def param_importances(store: RunStore, sweep: Sweep) -> dict[str, float]:
 # ---- starting, stopping, resuming, reconciling ----
 
 def _spawn_driver(store: RunStore, sweep_id: str) -> None:
-    proc = jobs.spawn_detached(["-m", "backend.sweeps", "drive", sweep_id, "--workspace", str(store.workspace)],
-                               driver_log(store, sweep_id))
+    proc = spawn_detached(["-m", "backend.sweeps", "drive", sweep_id, "--workspace", str(store.workspace)],
+                          driver_log(store, sweep_id))
     update_sweep(store, sweep_id, pid=proc.pid, heartbeat_at=time.time())
 
 
@@ -653,13 +652,8 @@ def reconcile_sweeps(store: RunStore) -> list[str]:
     """Mark active sweeps whose driver is gone as failed (their trials are kept; resume goes on)."""
     now, changed = time.time(), []
     for s in list_sweeps(store, ACTIVE):
-        beat = s.heartbeat_at or s.started_at or s.created_at
-        if s.pid is None:
-            dead, why = now - beat > jobs.LAUNCH_GRACE_S, "the sweep driver never started"
-        else:
-            dead = not jobs.pid_alive(s.pid) or now - beat > jobs.HEARTBEAT_STALE_S
-            why = f"the sweep driver (pid {s.pid}) is gone"
-        if dead and finish_sweep(store, s.id, "failed", error=f"{why}; its finished trials are kept, and "
+        why = "the sweep driver never started" if s.pid is None else f"the sweep driver (pid {s.pid}) is gone"
+        if is_dead(s.pid, s.heartbeat_at, s.started_at or s.created_at, now=now) and finish_sweep(store, s.id, "failed", error=f"{why}; its finished trials are kept, and "
                                  f"`launch.py sweep resume {s.id}` goes on from there"):
             changed.append(s.id)
     return changed
@@ -725,13 +719,7 @@ class SweepDriver:
         if not claimed:
             self.out(f"sweep {sweep_id} has already ended; resume it to go on", flush=True)
             return 1
-        done = threading.Event()
-
-        def beat():
-            while not done.wait(1.0):
-                update_sweep(store, sweep_id, heartbeat_at=time.time())
-
-        threading.Thread(target=beat, daemon=True).start()
+        beat = Heartbeat(lambda: update_sweep(store, sweep_id, heartbeat_at=time.time())).start()
         try:
             study = self.study()
             self.finish_interrupted(study)
@@ -753,7 +741,7 @@ class SweepDriver:
             finish_sweep(store, sweep_id, "failed", error=f"{type(e).__name__}: {e}")
             return 1
         finally:
-            done.set()
+            beat.stop()
 
     @staticmethod
     def failing(trials: list[Trial]) -> str | None:
