@@ -28,6 +28,7 @@ import gradio as gr
 from app.formatting import error_markdown, fmt_duration
 from backend import label_generator, labeling
 from backend.labeling import LabelError, LabelItem, LabelSession, SessionProgress
+from backend.modes.registry import mode_spec
 from backend.models import EMBEDDED_MODEL
 from backend.store import RunStore
 
@@ -608,7 +609,7 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
             if not v.session_id:
                 return skip + [NO_SESSION]
             s = labeling.get_session(store, v.session_id)
-            if s.mode == "single" and train_mode in ("dpo", "rm"):
+            if s.mode == "single" and mode_spec(train_mode).pairwise:
                 return skip + [f"**{s.name}** rates single answers (thumbs up / down): it gives no pairs for "
                                f"{train_mode.upper()}. Train KTO on it."]
             try:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
 RUN_PREFIX = "run:"
@@ -54,7 +55,7 @@ def model_choices(store: RunStore) -> list[tuple[str, str]]:
     bases = list(dict.fromkeys([EMBEDDED_MODEL, *(r.config.model for r in runs)]))
     choices = [(f"base · {_short(b)}", b) for b in bases]
     for run in runs:
-        if run.active or run.mode == "rm":
+        if run.active or not mode_spec(run.mode).writes_answers:
             continue
         try:
             art = locate(store, run.id)

@@ -12,10 +12,10 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from backend.modes.registry import ALL_MODES, EVAL_MODES, GROUP_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
-ALL_MODES = ("sft", "rm", "dpo", "kto", "ppo", "grpo", "rloo")
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
 
@@ -34,6 +34,10 @@ def _meta(group: str = "basic", **extra: Any) -> dict:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def check(self, run: RunConfig) -> None:
+        """Combinations with the rest of the run TRL would refuse only after the model has loaded; called for
+        the sections the run's mode reads (its registry entry's `sections`)."""
 
 
 class LoraSettings(_Section):
@@ -65,7 +69,6 @@ DPO_LOSSES = ("sigmoid", "ipo", "hinge", "sigmoid_norm", "nca_pair", "bco_pair",
               "apo_zero", "apo_down", "discopop")
 # TRL 1.16's GRPO losses that run with token-level importance sampling (luspo / vespo need other settings).
 GRPO_LOSSES = ("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo")
-RL_MODES = ("ppo", "grpo", "rloo")
 
 
 class DistributedSettings(_Section):
@@ -121,30 +124,41 @@ class DPOSettings(_Section):
     beta: float = Field(0.1, gt=0, le=100, title="DPO beta",
                         description="How far the policy may move from the reference (the model without the "
                                     "adapter): higher stays closer. Typical 0.05 to 0.5.",
-                        json_schema_extra=_meta(modes=["dpo"]))
+                        json_schema_extra=_meta())
     loss_type: Literal[DPO_LOSSES] = Field(
         "sigmoid", title="DPO loss",
         description="sigmoid: the original DPO; ipo: squared loss, robust to overfitting; hinge: SLiC; "
                     "apo_zero / apo_down: anchored to the chosen answers; the rest are TRL's variants.",
-        json_schema_extra=_meta("advanced", modes=["dpo"]))
+        json_schema_extra=_meta("advanced"))
 
 
 class KTOSettings(_Section):
     beta: float = Field(0.1, gt=0, le=100, title="KTO beta",
                         description="How far the policy may move from the reference: higher stays closer.",
-                        json_schema_extra=_meta(modes=["kto"]))
+                        json_schema_extra=_meta())
     desirable_weight: float = Field(1.0, gt=0, le=100, title="Desirable weight",
                                     description="Weight of the loss on good (label true) examples; raise it when "
                                                 "they are fewer than the bad ones.",
-                                    json_schema_extra=_meta("advanced", modes=["kto"]))
+                                    json_schema_extra=_meta("advanced"))
     undesirable_weight: float = Field(1.0, gt=0, le=100, title="Undesirable weight",
                                       description="Weight of the loss on bad (label false) examples.",
-                                      json_schema_extra=_meta("advanced", modes=["kto"]))
+                                      json_schema_extra=_meta("advanced"))
     loss_type: Literal["kto", "apo_zero_unpaired"] = Field(
         "kto", title="KTO loss",
         description="kto: estimates a KL term from mismatched pairs in each batch (batch size ≥ 2); "
                     "apo_zero_unpaired: anchored, no KL term.",
-        json_schema_extra=_meta("advanced", modes=["kto"]))
+        json_schema_extra=_meta("advanced"))
+
+    def check(self, run: RunConfig) -> None:
+        if self.loss_type != "kto":
+            return
+        if run.per_device_train_batch_size < 2:
+            raise ValueError("per_device_train_batch_size: the kto loss estimates its KL term from the other "
+                             "examples of a batch, so the batch size must be at least 2 (or use "
+                             "kto.loss_type apo_zero_unpaired)")
+        if run.eval.enabled and run.eval.batch_size == 1:
+            raise ValueError("eval.batch_size: the kto loss estimates its KL term from the other examples of a "
+                             "batch, so the evaluation batch size must be at least 2 (or 0: the training one)")
 
 
 class RLSettings(_Section):
@@ -153,20 +167,20 @@ class RLSettings(_Section):
                                              "against each other; PPO: 1 is enough). The batch size counts "
                                              "completions: batch size × gradient accumulation × processes must "
                                              "be a multiple of this.",
-                                 json_schema_extra=_meta(modes=list(RL_MODES)))
+                                 json_schema_extra=_meta())
     max_completion_length: int = Field(64, ge=1, le=1_000_000, title="Max completion length",
                                        description="Tokens generated per completion; generation dominates the "
-                                                   "step time.", json_schema_extra=_meta(modes=list(RL_MODES)))
+                                                   "step time.", json_schema_extra=_meta())
     temperature: float = Field(1.0, gt=0, le=10, title="Temperature",
                                description="Sampling temperature: higher gives more varied completions.",
-                               json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+                               json_schema_extra=_meta("advanced"))
     top_p: float = Field(1.0, gt=0, le=1, title="Top-p",
                          description="Sample from the smallest set of tokens whose probability adds up to this; "
-                                     "1 keeps all.", json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+                                     "1 keeps all.", json_schema_extra=_meta("advanced"))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",
-                        json_schema_extra=_meta("advanced", modes=["grpo", "rloo"]))
+                        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES)))
     loss_type: Literal[GRPO_LOSSES] = Field(
         "dapo", title="GRPO loss",
         description="How token losses are averaged. dapo: over the tokens of the whole batch (no length bias); "
@@ -174,75 +188,110 @@ class RLSettings(_Section):
                     "bnpo: over the local batch; cispo / sapo: softer clipping.",
         json_schema_extra=_meta("advanced", modes=["grpo"]))
 
+    def check(self, run: RunConfig) -> None:
+        M = run.mode.upper()
+        if not run.reward_sources:
+            raise ValueError(f"reward_sources: {M} learns from rewards; add at least one source "
+                             "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
+        if not mode_spec(run.mode).groups_completions:
+            return
+        if self.num_generations < 2:
+            raise ValueError(f"rl.num_generations: {M} compares completions of the same prompt, "
+                             "so it needs at least 2 per prompt")
+        per_step = run.per_device_train_batch_size * run.gradient_accumulation_steps * run.world_size
+        if per_step % self.num_generations:
+            raise ValueError(
+                f"rl.num_generations: {M} samples {self.num_generations} completions per "
+                f"prompt, and each generation batch (batch size × gradient accumulation × processes = "
+                f"{run.per_device_train_batch_size} × {run.gradient_accumulation_steps} × "
+                f"{run.world_size} = {per_step} completions) must hold whole groups of them; make that "
+                f"product a multiple of {self.num_generations} (e.g. batch size "
+                f"{self.num_generations}) or change rl.num_generations")
+
 
 class PPOSettings(_Section):
     gamma: float = Field(1.0, ge=0, le=1, title="Discount (gamma)",
                          description="Discount of later rewards within a completion; 1 counts the final score fully "
                                      "at every token (usual for language).",
-                         json_schema_extra=_meta("advanced", modes=["ppo"]))
+                         json_schema_extra=_meta("advanced"))
     lam: float = Field(0.95, ge=0, le=1, title="GAE lambda",
                        description="Generalised advantage estimation: 1 uses the actual returns (more variance), "
                                    "0 trusts the value model's estimate (more bias).",
-                       json_schema_extra=_meta("advanced", modes=["ppo"]))
+                       json_schema_extra=_meta("advanced"))
     cliprange: float = Field(0.2, gt=0, le=10, title="Policy clip range",
                              description="How far the probability ratio to the sampling policy may move before "
                                          "the loss stops rewarding it. Typical 0.1 to 0.3.",
-                             json_schema_extra=_meta("advanced", modes=["ppo"]))
+                             json_schema_extra=_meta("advanced"))
     cliprange_value: float = Field(0.2, gt=0, le=1000, title="Value clip range",
                                    description="How far a value estimate may move from the rollout's per update.",
-                                   json_schema_extra=_meta("advanced", modes=["ppo"]))
+                                   json_schema_extra=_meta("advanced"))
     vf_coef: float = Field(0.1, ge=0, le=100, title="Value loss weight",
                            description="Weight of the value model's loss next to the policy loss.",
-                           json_schema_extra=_meta("advanced", modes=["ppo"]))
+                           json_schema_extra=_meta("advanced"))
     num_ppo_epochs: int = Field(4, ge=1, le=100, title="PPO epochs",
                                 description="Passes over each rollout batch; one training step is one rollout and "
-                                            "its PPO epochs.", json_schema_extra=_meta(modes=["ppo"]))
+                                            "its PPO epochs.", json_schema_extra=_meta())
     num_mini_batches: int = Field(1, ge=1, le=4096, title="Minibatches",
                                   description="Optimizer steps per PPO epoch. The rollout batch is batch size × "
                                               "gradient accumulation × minibatches completions per process.",
-                                  json_schema_extra=_meta("advanced", modes=["ppo"]))
+                                  json_schema_extra=_meta("advanced"))
     kl_coef: float = Field(0.05, ge=0, le=100, title="KL coefficient",
                            description="Penalty per token for moving away from the reference (the model without "
                                        "the adapter). 0.01 to 0.2; the starting value when adaptive.",
-                           json_schema_extra=_meta(modes=["ppo"]))
+                           json_schema_extra=_meta())
     adaptive_kl: bool = Field(False, title="Adaptive KL",
                               description="Raise or lower the KL coefficient after each rollout to keep the KL near "
                                           "the target (Ziegler et al. 2019).",
-                              json_schema_extra=_meta("advanced", modes=["ppo"]))
+                              json_schema_extra=_meta("advanced"))
     target_kl: float = Field(6.0, gt=0, le=1000, title="Target KL",
                              description="With adaptive KL: the KL per completion (nats) to stay near.",
-                             json_schema_extra=_meta("advanced", modes=["ppo"]))
+                             json_schema_extra=_meta("advanced"))
     horizon: int = Field(10000, ge=1, le=100_000_000, title="KL horizon",
                          description="With adaptive KL: completions over which the coefficient may change by at "
                                      "most 20%; smaller adapts faster.",
-                         json_schema_extra=_meta("advanced", modes=["ppo"]))
+                         json_schema_extra=_meta("advanced"))
     whiten_rewards: bool = Field(False, title="Whiten rewards",
                                  description="Scale the per-token rewards of each rollout to unit variance (helps "
                                              "when scores are large or drift).",
-                                 json_schema_extra=_meta("advanced", modes=["ppo"]))
+                                 json_schema_extra=_meta("advanced"))
     value_model: Literal["separate", "shared"] = Field(
         "separate", title="Value model",
         description="separate: a second copy of the model with its own adapter and a value head (stabler, twice "
                     "the memory); shared: a value head on the policy's own backbone (less memory, the value loss "
                     "also trains the policy's adapter).",
-        json_schema_extra=_meta("advanced", modes=["ppo"]))
+        json_schema_extra=_meta("advanced"))
     value_init_run: str = Field("", max_length=1000, title="Value model from reward model",
                                 description="Empty: a fresh value head. Or the id of a finished rm run (or a reward "
                                             "model folder) on the same base model to start the value model from "
                                             "(separate value model only).",
-                                json_schema_extra=_meta("advanced", modes=["ppo"]))
+                                json_schema_extra=_meta("advanced"))
     missing_eos_penalty: float = Field(0.0, ge=0, le=1000, title="Missing-EOS penalty",
                                        description="Subtracted from the score of completions cut off at the max "
                                                    "completion length; 0 disables it.",
-                                       json_schema_extra=_meta("advanced", modes=["ppo"]))
+                                       json_schema_extra=_meta("advanced"))
 
     @field_validator("value_init_run", mode="before")
     @classmethod
     def _strip(cls, v):
         return v.strip() if isinstance(v, str) else v
 
+    def check(self, run: RunConfig) -> None:
+        rl = run.rl
+        rollout = run.per_device_train_batch_size * run.gradient_accumulation_steps * self.num_mini_batches
+        if rollout % rl.num_generations:
+            raise ValueError(
+                f"rl.num_generations: PPO samples {rl.num_generations} completions per prompt, and each rollout "
+                f"batch (batch size × gradient accumulation × ppo.num_mini_batches = "
+                f"{run.per_device_train_batch_size} × {run.gradient_accumulation_steps} × {self.num_mini_batches} = "
+                f"{rollout} completions per process) must hold whole groups of them; make that product a multiple "
+                f"of {rl.num_generations} or change rl.num_generations")
+        if self.value_init_run and self.value_model == "shared":
+            raise ValueError("ppo.value_init_run: a reward model brings its own backbone, so it can only start a "
+                             "separate value model; set ppo.value_model to separate or clear ppo.value_init_run")
+        if self.adaptive_kl and self.kl_coef == 0:
+            raise ValueError("ppo.kl_coef: adaptive KL scales the coefficient up and down from its starting value, "
+                             "which cannot be 0; start it above 0 (e.g. 0.05) or turn ppo.adaptive_kl off")
 
-EVAL_MODES = ("sft", "rm", "dpo", "kto")  # TRL's loss-based trainers; RL modes would sample for every eval prompt
 
 
 class EvalSettings(_Section):
@@ -277,8 +326,7 @@ class RunConfig(_Section):
     name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
                       json_schema_extra=_meta())
     mode: Literal[ALL_MODES] = Field("sft", title="Training mode",
-                                     description="sft: supervised fine-tuning; rm: reward model; dpo / kto: "
-                                                 "preference tuning; ppo / grpo / rloo: reinforcement learning.",
+                                     description="; ".join(f"{m.name}: {m.title}" for m in MODES.values()) + ".",
                                      json_schema_extra=_meta())
     model: str = Field(DEFAULT_MODEL, min_length=1, title="Model",
                        description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
@@ -365,7 +413,7 @@ class RunConfig(_Section):
                     "similarity, a Python function from the workspace), each with a weight; the reward is their "
                     "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}].",
-        json_schema_extra=_meta("basic", modes=["grpo", "rloo", "ppo"]))
+        json_schema_extra=_meta("basic", modes=list(RL_MODES)))
 
     @field_validator("report_to", mode="before")
     @classmethod
@@ -392,40 +440,10 @@ class RunConfig(_Section):
         return self.num_processes * self.distributed.num_machines
 
     @model_validator(mode="after")
-    def _check_mode_available(self):
-        from backend.modes import available_modes
-
-        if self.mode not in available_modes():
-            raise ValueError(f"mode '{self.mode}' is not available yet; choose one of: "
-                             f"{', '.join(available_modes())}")
-        return self
-
-    @model_validator(mode="after")
     def _check_mode_settings(self):
-        """Combinations TRL would refuse only after the model has loaded."""
-        if self.mode in RL_MODES and not self.reward_sources:
-            raise ValueError(f"reward_sources: {self.mode.upper()} learns from rewards; add at least one source "
-                             "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
-        if self.mode in ("grpo", "rloo") and self.rl.num_generations < 2:
-            raise ValueError(f"rl.num_generations: {self.mode.upper()} compares completions of the same prompt, "
-                             "so it needs at least 2 per prompt")
-        if self.mode == "ppo":
-            self._check_ppo()
-        if self.mode in ("grpo", "rloo"):
-            per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
-            if per_step % self.rl.num_generations:
-                raise ValueError(
-                    f"rl.num_generations: {self.mode.upper()} samples {self.rl.num_generations} completions per "
-                    f"prompt, and each generation batch (batch size × gradient accumulation × processes = "
-                    f"{self.per_device_train_batch_size} × {self.gradient_accumulation_steps} × "
-                    f"{self.world_size} = {per_step} completions) must hold whole groups of them; make that "
-                    f"product a multiple of {self.rl.num_generations} (e.g. batch size "
-                    f"{self.rl.num_generations}) or change rl.num_generations")
+        for section in mode_spec(self.mode).sections:
+            getattr(self, section).check(self)
         self._check_eval()
-        if self.mode == "kto" and self.kto.loss_type == "kto" and self.per_device_train_batch_size < 2:
-            raise ValueError("per_device_train_batch_size: the kto loss estimates its KL term from the other "
-                             "examples of a batch, so the batch size must be at least 2 (or use "
-                             "kto.loss_type apo_zero_unpaired)")
         return self
 
     def _check_eval(self) -> None:
@@ -440,32 +458,25 @@ class RunConfig(_Section):
         if e.steps and not e.enabled:
             raise ValueError("eval.steps: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1), "
                              "or set eval.steps to 0")
-        if (self.mode == "kto" and self.kto.loss_type == "kto" and e.enabled and e.batch_size == 1):
-            raise ValueError("eval.batch_size: the kto loss estimates its KL term from the other examples of a "
-                             "batch, so the evaluation batch size must be at least 2 (or 0: the training one)")
 
-    def _check_ppo(self) -> None:
-        p, rl = self.ppo, self.rl
-        rollout = self.per_device_train_batch_size * self.gradient_accumulation_steps * p.num_mini_batches
-        if rollout % rl.num_generations:
-            raise ValueError(
-                f"rl.num_generations: PPO samples {rl.num_generations} completions per prompt, and each rollout "
-                f"batch (batch size × gradient accumulation × ppo.num_mini_batches = "
-                f"{self.per_device_train_batch_size} × {self.gradient_accumulation_steps} × {p.num_mini_batches} = "
-                f"{rollout} completions per process) must hold whole groups of them; make that product a multiple "
-                f"of {rl.num_generations} or change rl.num_generations")
-        if p.value_init_run and p.value_model == "shared":
-            raise ValueError("ppo.value_init_run: a reward model brings its own backbone, so it can only start a "
-                             "separate value model; set ppo.value_model to separate or clear ppo.value_init_run")
-        if p.adaptive_kl and p.kl_coef == 0:
-            raise ValueError("ppo.kl_coef: adaptive KL scales the coefficient up and down from its starting value, "
-                             "which cannot be 0; start it above 0 (e.g. 0.05) or turn ppo.adaptive_kl off")
+
+def _section_modes() -> None:
+    """A mode-specific section's settings apply to the modes whose registry entry reads the section, unless
+    a setting names fewer itself."""
+    for name, info in RunConfig.model_fields.items():
+        users = [m.name for m in MODES.values() if name in m.sections]
+        if users and _is_section(info.annotation):
+            for setting in info.annotation.model_fields.values():
+                setting.json_schema_extra.setdefault("modes", users)
 
 
 # ---- field paths: one list of names, derived from the schema ----
 
 def _is_section(annotation) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+_section_modes()
 
 
 def field_paths(model: type[BaseModel] = RunConfig, prefix: str = ""):

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from backend.config import RunConfig
+from backend.modes.registry import mode_spec, modes_where
 
 # FSDP2 wraps each decoder layer, and gathers a full state dict so the adapter saves as a plain PEFT folder.
 _FSDP = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
@@ -62,9 +63,10 @@ def check(config: RunConfig, workspace: Path) -> list[str]:
     if d.strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
         errors.append("distributed.strategy: DeepSpeed is not installed in this environment; "
                       "`pip install deepspeed` (on the GPU machines), or choose fsdp or ddp")
-    if d.strategy != "ddp" and config.mode == "ppo":
-        errors.append(f"distributed.strategy: ppo runs the workbench's own training loop, which shards with ddp "
-                      f"only; choose ddp (or train with grpo / rloo under {d.strategy})")
+    if d.strategy != "ddp" and mode_spec(config.mode).ddp_only:
+        others = " / ".join(modes_where(online_rl=True, ddp_only=False))
+        errors.append(f"distributed.strategy: {config.mode} runs the workbench's own training loop, which shards "
+                      f"with ddp only; choose ddp (or train with {others} under {d.strategy})")
     return errors
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from backend.modes.registry import mode_spec
 from backend.store import Run, RunStore
 
 Progress = Callable[[float, str], None]
@@ -85,7 +86,7 @@ def locate(store: RunStore, run_id: str) -> RunArtifact:
     if run.active:
         raise ExportError(f"run {run.id} is still {run.status}: it saves its adapter when it ends; export it once it "
                           "has completed or been stopped")
-    task = "seq_cls" if run.mode == "rm" else "causal"
+    task = mode_spec(run.mode).task
     if all((folder / f).is_file() for f in ADAPTER_FILES):
         config = json.loads((folder / "adapter_config.json").read_text())
         if config.get("task_type") == "SEQ_CLS":
@@ -368,7 +369,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
             ("finished", time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at))
              if run.finished_at else "–"),
             ("training time", _duration(took))]
-    if run.mode in ("ppo", "grpo", "rloo") and c.reward_sources:
+    if mode_spec(run.mode).online_rl and c.reward_sources:
         from backend.rewards.spec import source_names
 
         names = source_names(c.reward_sources)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
 from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, pid_alive, spawn_detached
+from backend.modes.registry import mode_spec
 from backend.store import Run, RunStore
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
@@ -60,7 +61,7 @@ def preflight(config: RunConfig, workspace: Path) -> None:
         prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace)
     except DatasetError as err:
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
-    if config.mode == "ppo" and config.ppo.value_init_run:
+    if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
 

@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from backend.data import DatasetError, load_dataset_spec, register_source
+from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
 MODES = ("pair", "single")
@@ -39,7 +41,7 @@ CHOICE_NAMES = {"a": "A better", "b": "B better", "tie": "tie", "both_bad": "bot
                 "down": "thumbs down"}
 EXPORT_FORMATS = ("dpo", "kto", "sft")
 STALE_ASSIGNMENT_S = 600.0  # an item claimed this long ago without a label may be given to someone else
-LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: the same as backend.data.LABELS_PREFIX
+LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: a session exported for the run's mode
 MAX_PROMPTS = 10_000
 MAX_NOTE = 2000
 PROMPT_FILE_TYPES = (".txt", ".jsonl", ".json", ".csv", ".parquet")
@@ -259,8 +261,6 @@ def load_prompts(*, dataset: str | None = None, column: str = "prompt", file: st
                  text: str | None = None, limit: int | None = None, workspace: Path | None = None) -> list:
     """Prompts from typed text, an uploaded file (.txt: one per line; .jsonl/.json/.csv/.parquet: a column)
     or a dataset spec's column; at most `limit` (the first ones). Strings or message lists."""
-    from backend.data import DatasetError, load_dataset_spec
-
     column = (column or "prompt").strip()
     if text is not None:
         prompts, where = split_typed_prompts(text), "the typed prompts"
@@ -330,7 +330,7 @@ def resolve_candidate(store: RunStore, spec: str) -> tuple[str, str | None]:
         run = store.get_run(run_id)
     except KeyError:
         raise LabelError(f"model {spec}: no run with id '{run_id}'") from None
-    if run.mode == "rm":
+    if not mode_spec(run.mode).writes_answers:
         raise LabelError(f"model {spec}: run {run.name} trained a reward model, which scores answers but does not "
                          "write them; choose a DPO, KTO, SFT or RL run")
     if not run.adapter_path or not Path(run.adapter_path).is_dir():
@@ -344,7 +344,7 @@ def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, run:<id>) for every run with a saved adapter that writes answers."""
     out = []
     for run in store.list_runs(("completed", "stopped")):
-        if run.adapter_path and run.mode != "rm" and Path(run.adapter_path).is_dir():
+        if run.adapter_path and mode_spec(run.mode).writes_answers and Path(run.adapter_path).is_dir():
             out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", f"run:{run.id}"))
     return out
 
@@ -777,9 +777,8 @@ def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = 
 def export_format_for_mode(session: LabelSession, mode: str | None) -> str:
     """What a training mode reads from a session: KTO rows, SFT rows, or preference pairs (DPO, reward
     model, and the prompt column for RL); a single-answer session gives KTO rows unless SFT asks."""
-    if mode == "kto" or (session.mode == "single" and mode != "sft"):
-        return "kto"
-    return "sft" if mode == "sft" else "dpo"
+    fmt = mode_spec(mode).label_format if mode else "dpo"
+    return "kto" if session.mode == "single" and fmt == "dpo" else fmt
 
 
 def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
@@ -798,6 +797,16 @@ def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
         raise LabelError(f"labeling session {session.name} ({session_id}) has no {fmt.upper()} rows yet: "
                          f"{summary.text()}; label some pairs first")
     return datasets.Dataset.from_list(rows)
+
+
+def _labels_source(spec: str, workspace: Path | None, mode: str | None):
+    try:
+        return labels_dataset(spec, workspace, mode)
+    except LabelError as e:
+        raise DatasetError(str(e)) from None
+
+
+register_source(LABELS_PREFIX, _labels_source)
 
 
 def dataset_choices(store: RunStore) -> list[tuple[str, str]]:

@@ -30,9 +30,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend import jobs
-from backend.config import (RL_MODES, ConfigError, RunConfig, apply_overrides, build_config, choices, field_paths,
+from backend.config import (ConfigError, RunConfig, apply_overrides, build_config, choices, field_paths,
                             read_yaml_mapping, set_path)
 from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, spawn_detached
+from backend.modes.registry import mode_spec
 from backend.store import RunStore
 
 KINDS = ("float", "log_float", "int", "categorical")
@@ -55,20 +56,7 @@ NOT_SEARCHED = {
     **{path: "evaluation settings decide what an eval_* objective measures, so every trial needs the same; set "
              "them in the base config" for path, _ in field_paths() if path.startswith("eval.")},
 }
-# What each mode's trainer logs (TRL 1.16 names; PPO is the project's own), for the objective's check.
-COMMON_METRICS = ("loss", "grad_norm", "learning_rate", "train_loss")
-MODE_METRICS = {
-    "sft": ("entropy", "mean_token_accuracy", "num_tokens"),
-    "rm": ("accuracy", "margin", "mean_reward"),
-    "dpo": ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
-            "logps/rejected", "logits/chosen", "logits/rejected"),
-    "kto": ("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "logps/rejected"),
-    "grpo": ("reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std"),
-    "rloo": ("reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std"),
-    "ppo": ("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
-            "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
-            "completions/mean_length"),
-}
+COMMON_METRICS = ("loss", "grad_norm", "learning_rate", "train_loss")  # every trainer; each mode's own: registry
 _HIGHER_IS_BETTER = ("reward", "accuracy", "accuracies", "margin", "margins", "score", "scores")
 
 
@@ -211,10 +199,11 @@ def _param_errors(i: int, p: SearchParam, base: dict, mode: str) -> list[str]:
 
 def objective_metrics(config: RunConfig) -> list[str]:
     """Metric names a run of this config logs (those a sweep may optimise)."""
-    names = [*COMMON_METRICS, *MODE_METRICS.get(config.mode, ())]
+    spec = mode_spec(config.mode)
+    names = [*COMMON_METRICS, *spec.metrics]
     if config.eval.enabled:  # the trainer logs its own metrics on the evaluation set with an eval_ prefix
-        names += [f"eval_{n}" for n in ("loss", *MODE_METRICS.get(config.mode, ()))]
-    if config.mode in RL_MODES and config.reward_sources:
+        names += [f"eval_{n}" for n in ("loss", *spec.metrics)]
+    if spec.online_rl and config.reward_sources:
         from backend.rewards.spec import source_names
 
         for n in source_names(config.reward_sources):

@@ -1,24 +1,17 @@
 """Mode modules: each turns a run config into a TRL (or the project's own) trainer.
 
 A mode module defines `build_trainer(ctx) -> Trainer`, where ctx is a `backend.training.TrainContext`.
-The registry is a plain dict of names so the schema can check a mode without importing torch.
+What each mode is (formats, metrics, settings it reads) is its entry in `registry.py`; the schema checks a mode
+from there without importing torch.
 """
 from importlib import import_module
 
-_MODULES = {
-    "sft": "backend.modes.sft",
-    "rm": "backend.modes.rm",
-    "dpo": "backend.modes.dpo",
-    "kto": "backend.modes.kto",
-    "ppo": "backend.modes.ppo",
-    "grpo": "backend.modes.grpo",
-    "rloo": "backend.modes.rloo",
-}
+from backend.modes.registry import MODES
 
 
 def available_modes() -> list[str]:
-    return list(_MODULES)
+    return list(MODES)
 
 
 def mode_module(mode: str):
-    return import_module(_MODULES[mode])
+    return import_module(MODES[mode].module)

@@ -13,6 +13,7 @@ import re
 import threading
 from pathlib import Path
 
+from backend.modes.registry import mode_spec
 from backend.rewards.base import RewardFunction, RewardSourceError, as_messages, is_conversation
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
@@ -52,7 +53,7 @@ def _finished_rm_run(run_id: str, workspace: Path) -> Path:
             run = RunStore(workspace).get_run(run_id)
         except KeyError:
             raise RewardSourceError(f"no run '{run_id}' in this workspace") from None
-        if run.mode != "rm":
+        if mode_spec(run.mode).task != "seq_cls":
             raise RewardSourceError(f"run '{run_id}' is a {run.mode} run, not a reward-model (rm) "
                                     "run")
         if run.status not in FINISHED:

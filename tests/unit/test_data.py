@@ -8,8 +8,9 @@ import pytest
 
 from fake_hub import silent_hub  # noqa: F401 (fixture)
 
-from backend.data import (BUILTIN_DATASETS, MODE_FORMATS, DatasetError, FormatInfo, detect_format,
-                          load_dataset_spec, prepare_dataset, preview, save_upload, validate_rows)
+from backend.data import (BUILTIN_DATASETS, DatasetError, FormatInfo, detect_format, load_dataset_spec,
+                          prepare_dataset, preview, save_upload, validate_rows)
+from backend.modes.registry import MODES
 
 CHAT = [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello!"}]
 ROWS = {
@@ -47,7 +48,7 @@ def write(path, rows):
 def test_each_sft_format_is_detected_from_each_source(workspace, suffix, fmt):
     path = write(workspace / f"data{suffix or '_saved'}", ROWS[fmt])
     ds, info = prepare_dataset(str(path), "sft")
-    assert info == FormatInfo(fmt, MODE_FORMATS["sft"][[n for n, _ in MODE_FORMATS["sft"]].index(fmt)][1],
+    assert info == FormatInfo(fmt, list(dict(MODES["sft"].formats)[fmt]),
                               conversational=fmt == "messages", num_rows=2)
     assert ds[0] == ROWS[fmt][0]
 

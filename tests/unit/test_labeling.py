@@ -8,7 +8,9 @@ import time
 import pytest
 
 from backend import labeling as L
-from backend.data import LABELS_PREFIX, DatasetError, prepare_dataset
+from backend.data import DatasetError, prepare_dataset
+from backend.data.sources import source_prefixes
+from backend.labeling import LABELS_PREFIX
 from backend.store import RunStore
 
 PROMPTS = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Why is the sky blue?", "Count to three."]
@@ -263,7 +265,7 @@ def test_a_session_is_a_dataset_spec_exported_for_the_mode(workspace):
     store = RunStore(workspace)
     session = labeled_session(store)
     spec = LABELS_PREFIX + session.id
-    assert L.LABELS_PREFIX == LABELS_PREFIX
+    assert LABELS_PREFIX in source_prefixes()  # the data layer serves labels: through the registered source
     ds, info = prepare_dataset(spec, "dpo", workspace)
     assert (info.name, info.conversational, len(ds)) == ("preference", True, 3)
     ds, info = prepare_dataset(spec, "kto", workspace)

@@ -1,0 +1,85 @@
+"""A dataset made ready for a run: loaded, its format detected and every row checked; the evaluation split;
+and the preview the Train tab shows."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backend.data.common import DatasetError, short
+from backend.data.formats import FormatInfo, detect_format, validate_rows
+from backend.data.sources import load
+from backend.modes.registry import MODES
+
+if TYPE_CHECKING:
+    import datasets
+
+
+
+def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tuple[datasets.Dataset, FormatInfo]:
+    """Load, detect and validate. SFT keeps only the format's columns (SFTTrainer trips over extras);
+    other modes keep every column (GRPO hands extra columns to reward functions)."""
+    ds, source = load(spec, workspace, mode)
+    info = detect_format(ds, mode, source)
+    validate_rows(ds, info, mode, source)
+    if not MODES[mode].keeps_extra_columns:
+        ds = ds.select_columns(info.columns)
+    return ds, info
+
+def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """(training rows, evaluation rows): `fraction` of the rows (at least one) chosen at random with `seed`,
+    so the same seed holds out the same rows."""
+    n = len(ds)
+    n_eval = max(1, round(n * fraction))
+    if n - n_eval < 1:
+        raise DatasetError(f"the training set has {n} row(s), too few to hold out {fraction:g} for evaluation "
+                           "and still train on something; use a larger dataset or give an eval.dataset")
+    split = ds.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
+    return split["train"], split["test"]
+
+def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
+                         workspace: Path | None = None) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
+    """(training set, evaluation set) for a run's `eval` settings: `spec` loaded and checked like a training
+    set (its file, row and column named on error), or `split` of `train` held out; (train, None) when both
+    are off. `train` may be None to check only an evaluation dataset."""
+    if spec:
+        return train, prepare_dataset(spec, mode, workspace)[0]
+    if split > 0 and train is not None:
+        return hold_out(train, split, seed)
+    return train, None
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+def _render(value) -> str:
+    if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
+        return _clip(" / ".join(f"{m.get('role')}: {_clip(m.get('content') or '', 80)}" for m in value))
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return _clip(json.dumps(value, ensure_ascii=False))
+    return _clip(value)
+
+def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5):
+    """(first n rows as display text, the detected format or None, an error message or None).
+    Never raises: the UI shows the message next to whatever rows could be read."""
+    import pandas as pd
+
+    try:
+        ds, source = load(spec, workspace, mode)
+    except DatasetError as e:
+        return pd.DataFrame(), None, str(e)
+    except Exception as e:  # the UI must show something rather than a traceback
+        return pd.DataFrame(), None, f"could not read dataset {spec}: {short(e)}"
+    head = ds[:n]
+    df = pd.DataFrame({c: [_render(v) for v in values] for c, values in head.items()})
+    try:
+        info = detect_format(ds, mode, source)
+    except DatasetError as e:
+        return df, None, str(e)
+    try:
+        validate_rows(ds, info, mode, source)
+    except DatasetError as e:
+        return df, info, str(e)
+    return df, info, None

@@ -1,0 +1,89 @@
+"""What a training mode is, defined once: the schema, the data layer, sweeps, export, chat and labeling all
+read these entries instead of testing mode names. Adding a mode means its module and one entry here.
+
+Plain data, no torch: the run-config schema imports it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Format = tuple[str, tuple[str, ...]]  # (format name, columns it needs)
+
+_PREFERENCE: tuple[Format, ...] = (("preference", ("prompt", "chosen", "rejected")),)
+_PROMPT_ONLY: tuple[Format, ...] = (("prompt_only", ("prompt",)),)
+_RL_METRICS = ("reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std")
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    name: str
+    title: str
+    module: str  # defines build_trainer(ctx)
+    formats: tuple[Format, ...]  # dataset formats it trains on, first match wins
+    metrics: tuple[str, ...]  # what its trainer logs besides loss, grad_norm and learning_rate (TRL 1.16 names)
+    sections: tuple[str, ...] = ()  # run-config sections it reads; each section's check() runs for it
+    online_rl: bool = False  # samples completions and learns from the reward sources
+    groups_completions: bool = False  # scores several completions of one prompt against each other
+    evaluable: bool = False  # has a loss-based evaluation loop (RL would sample for every eval prompt)
+    task: Literal["causal", "seq_cls"] = "causal"  # seq_cls: a scorer that writes no answers
+    keeps_extra_columns: bool = True  # extra dataset columns reach the trainer (reward functions read them)
+    label_format: Literal["sft", "dpo", "kto"] = "dpo"  # what it reads from a labeling session
+    ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
+
+    @property
+    def writes_answers(self) -> bool:
+        return self.task == "causal"
+
+    @property
+    def pairwise(self) -> bool:
+        """Trains on chosen / rejected pairs only (single-answer labels cannot feed it)."""
+        return all({"chosen", "rejected"} <= set(columns) for _, columns in self.formats)
+
+
+MODES: dict[str, ModeSpec] = {m.name: m for m in (
+    ModeSpec("sft", "supervised fine-tuning", "backend.modes.sft",
+             formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion")),
+                      ("text", ("text",))),
+             metrics=("entropy", "mean_token_accuracy", "num_tokens"),
+             evaluable=True, keeps_extra_columns=False, label_format="sft"),
+    ModeSpec("rm", "reward model", "backend.modes.rm",
+             formats=(("preference", ("chosen", "rejected")),),
+             metrics=("accuracy", "margin", "mean_reward"),
+             evaluable=True, task="seq_cls"),
+    ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
+             metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
+                      "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
+             sections=("dpo",), evaluable=True),
+    ModeSpec("kto", "preference tuning from single answers", "backend.modes.kto",
+             formats=(("unpaired_preference", ("prompt", "completion", "label")),),
+             metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
+                      "logps/rejected"),
+             sections=("kto",), evaluable=True, label_format="kto"),
+    ModeSpec("ppo", "reinforcement learning with a value model", "backend.modes.ppo", formats=_PROMPT_ONLY,
+             metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
+                      "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
+                      "completions/mean_length"),
+             sections=("rl", "ppo"), online_rl=True, ddp_only=True),
+    ModeSpec("grpo", "group-relative reinforcement learning", "backend.modes.grpo", formats=_PROMPT_ONLY,
+             metrics=_RL_METRICS, sections=("rl",), online_rl=True, groups_completions=True),
+    ModeSpec("rloo", "reinforcement learning, leave-one-out baseline", "backend.modes.rloo", formats=_PROMPT_ONLY,
+             metrics=_RL_METRICS, sections=("rl",), online_rl=True, groups_completions=True),
+)}
+
+ALL_MODES = tuple(MODES)
+RL_MODES = tuple(m.name for m in MODES.values() if m.online_rl)
+EVAL_MODES = tuple(m.name for m in MODES.values() if m.evaluable)
+GROUP_MODES = tuple(m.name for m in MODES.values() if m.groups_completions)
+
+
+def mode_spec(name: str) -> ModeSpec:
+    try:
+        return MODES[name]
+    except KeyError:
+        raise KeyError(f"unknown training mode '{name}'; known: {', '.join(MODES)}") from None
+
+
+def modes_where(**wanted) -> list[str]:
+    """Names of the modes whose entries have the given field values, e.g. modes_where(online_rl=True)."""
+    return [m.name for m in MODES.values() if all(getattr(m, k) == v for k, v in wanted.items())]

@@ -1,0 +1,72 @@
+"""The shape of the code stays as docs/ARCHITECTURE.md draws it: the UI on top of the backend, the backend
+free of UI code, the process toolkit at the bottom, and no module importing one that imports it back."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("backend", "app", "cli")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for d in PACKAGES if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*.py")}
+MODULES["launch"] = ROOT / "launch.py"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module it imports, at the top or inside a function (a lazy import is still a dependency)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+GRAPH = {m: {t for t in _imports(p) if t in MODULES and t != m and t not in PACKAGES}
+         for m, p in MODULES.items()}
+
+
+def _offenders(where: str, forbidden) -> list[str]:
+    return sorted(f"{m} imports {t}" for m, p in MODULES.items() if m == where or m.startswith(where + ".")
+                  for t in _imports(p) if forbidden(t))
+
+
+def test_backend_never_imports_the_ui():
+    assert not _offenders("backend", lambda t: t.split(".")[0] in ("gradio", "app", "cli", "launch"))
+
+
+def test_the_ui_never_imports_the_cli():
+    assert not _offenders("app", lambda t: t.split(".")[0] in ("cli", "launch"))
+
+
+def test_the_process_toolkit_imports_no_domain():
+    assert not _offenders("backend.core", lambda t: t.startswith("backend.") and not t.startswith("backend.core"))
+
+
+def test_the_mode_registry_is_plain_data():
+    assert not _offenders("backend.modes.registry", lambda t: t.startswith("backend.") or t in ("torch", "trl"))
+
+
+def test_no_import_cycles():
+    seen, stack, cycles = {}, [], []
+
+    def visit(m):
+        seen[m] = "open"
+        stack.append(m)
+        for t in sorted(GRAPH[m]):
+            if seen.get(t) == "open":
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in seen:
+                visit(t)
+        stack.pop()
+        seen[m] = "done"
+
+    for m in sorted(GRAPH):
+        if m not in seen:
+            visit(m)
+    assert not cycles, "import cycles: " + "; ".join(cycles)

@@ -1,0 +1,87 @@
+"""The mode registry is the one definition of what a mode is: every entry is complete, the tables that used to
+be written out per module derive from it, and no module outside it tests mode names."""
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from backend.config import RunConfig, build_config, choices, field_info
+from backend.modes import mode_module
+from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, ModeSpec, mode_spec, modes_where
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", list(MODES))
+def test_every_mode_has_every_field(name):
+    spec = MODES[name]
+    assert spec.name == name
+    for f in dataclasses.fields(ModeSpec):
+        value = getattr(spec, f.name)
+        assert value is not None, (name, f.name)
+        if f.name not in ("sections",) and not isinstance(value, bool):
+            assert value, (name, f.name)  # titles, modules, formats and metrics are never empty
+    for fmt, columns in spec.formats:
+        assert fmt and columns and all(isinstance(c, str) for c in columns)
+    for section in spec.sections:
+        assert section in RunConfig.model_fields, (name, section)
+    assert callable(mode_module(name).build_trainer)
+
+
+def test_schema_and_derived_tables_follow_the_registry():
+    assert choices(field_info("mode")) == list(ALL_MODES)
+    assert set(RL_MODES) == set(modes_where(online_rl=True)) and set(RL_MODES) <= set(MODES)
+    assert not set(RL_MODES) & set(EVAL_MODES)
+    for m in MODES.values():  # a section's settings apply to exactly the modes reading it, unless narrowed
+        for section in m.sections:
+            for path in RunConfig.model_fields[section].annotation.model_fields:
+                modes = field_info(f"{section}.{path}").json_schema_extra["modes"]
+                assert set(modes) <= {n for n, s in MODES.items() if section in s.sections}
+    assert field_info("ppo.kl_coef").json_schema_extra["modes"] == ["ppo"]
+    assert field_info("rl.beta").json_schema_extra["modes"] == modes_where(groups_completions=True)
+
+
+def test_unknown_mode_is_named():
+    with pytest.raises(KeyError, match="unknown training mode 'magic'; known: sft"):
+        mode_spec("magic")
+
+
+def test_section_checks_run_for_the_modes_reading_them():
+    from backend.config import ConfigError
+
+    regex = {"type": "regex", "params": {"pattern": "x"}}
+    with pytest.raises(ConfigError, match="reward_sources: PPO learns from rewards"):
+        build_config({"mode": "ppo"})
+    with pytest.raises(ConfigError, match="rl.num_generations: RLOO compares completions"):
+        build_config({"mode": "rloo", "reward_sources": [regex], "rl": {"num_generations": 1}})
+    assert build_config({"mode": "ppo", "reward_sources": [regex], "rl": {"num_generations": 1},
+                         "per_device_train_batch_size": 1}).rl.num_generations == 1
+    with pytest.raises(ConfigError, match="per_device_train_batch_size: the kto loss"):
+        build_config({"mode": "kto", "per_device_train_batch_size": 1})
+    # another mode's section is not checked: a KTO batch of 1 is fine for SFT
+    assert build_config({"mode": "sft", "per_device_train_batch_size": 1}).mode == "sft"
+
+
+def _literal_mode_checks(path: Path) -> list[str]:
+    """`x.mode == "rm"`, `mode in ("grpo", "rloo")` and the like: a mode name compared with a mode."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        names = [s for s in sides if isinstance(s, (ast.Name, ast.Attribute))
+                 and (s.id if isinstance(s, ast.Name) else s.attr).endswith("mode")]
+        consts = [c.value for s in sides for c in ([s] if isinstance(s, ast.Constant) else
+                                                   s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [])
+                  if isinstance(c, ast.Constant)]
+        if names and any(c in MODES for c in consts):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_module_tests_mode_names():
+    files = [p for d in ("backend", "app", "cli") if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*.py")]
+    files += [ROOT / "launch.py"]
+    found = [hit for p in files if p != ROOT / "backend/modes/registry.py" for hit in _literal_mode_checks(p)]
+    assert not found, "ask the mode registry (backend/modes/registry.py) instead: " + ", ".join(found)
