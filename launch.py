@@ -290,6 +290,7 @@ def cmd_note(args) -> int:
 
 
 def cmd_delete(args) -> int:
+    import backend.sweeps  # noqa: F401 - registers its trials' references, so a run a sweep still scores stays
     from backend.jobs import delete_runs, reconcile
     from backend.store import DeleteRefused
 
