@@ -285,7 +285,8 @@ def drive(sweep_id: str, workspace: str) -> int:
 def main(argv=None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m backend.sweeps", description="Workbench sweep driver (used internally).")
+    p = argparse.ArgumentParser(prog="python -m backend.sweeps", description="Workbench sweep driver (used "
+                                "internally).")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("drive")
     d.add_argument("sweep_id")
