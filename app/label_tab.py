@@ -1,7 +1,7 @@
 """The Labeling tab: people compare two answers (or rate one) and every label goes straight to the store.
 
 Start a session (a model, or base + a run's adapter, or two of them side by side; prompts from a dataset
-column, an uploaded file or typed text); a background generator (backend/label_generator.py) writes the
+column, an uploaded file or typed text); a background generator (backend/labeling/generator.py) writes the
 answers ahead of the labelers while this tab shows its progress. Keys 1-4 label (A better, B better, tie,
 both bad; 1 / 2 are thumbs up / down for single answers) and U undoes the last label.
 
@@ -26,7 +26,8 @@ from pathlib import Path
 import gradio as gr
 
 from app.formatting import error_markdown, fmt_duration
-from backend import label_generator, labeling
+from backend import labeling
+from backend.labeling import generator as label_generator
 from backend.labeling import LabelError, LabelItem, LabelSession, SessionProgress
 from backend.modes.registry import mode_spec
 from backend.models import EMBEDDED_MODEL

@@ -21,7 +21,8 @@ from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_htm
 from app.plots import Series, add_rows, figure_from_series
 from app.view_state import SentValues
 from backend import jobs, reporting
-from backend.config import RL_MODES, to_yaml
+from backend.config import to_yaml
+from backend.modes.registry import RL_MODES
 from backend.store import DeleteRefused, Run, RunStore
 
 LOG_LINES = 40

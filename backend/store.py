@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS samples (
     time REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, id);
--- preference labeling (backend/labeling.py): a session's prompts become items, a background generator fills
+-- preference labeling (backend/labeling/): a session's prompts become items, a background generator fills
 -- their answers, labelers claim items one at a time and each label is its own committed row.
 CREATE TABLE IF NOT EXISTS label_sessions (
     id TEXT PRIMARY KEY,
@@ -331,7 +331,7 @@ class RunStore:
             if refused := next((why for refs in _REFERENCES if (why := refs.refuse(db, run_id))), None):
                 problems.append(refused)
                 continue
-            users = [f"{r['name']} ({r['status']})" for r in active if run_id in r["config"]]
+            users = [f"{r['name']} ({r['status']})" for r in active if _references(r["config"], run_id)]
             if users:  # e.g. its reward model or PPO value model: the active run loads it when it starts
                 problems.append(f"run {run_id} is used by the {users[0]} run (as a reward or value model): "
                                 "stop that run first")
@@ -442,6 +442,13 @@ def _migrate(db: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as e:  # another process added it first
             if "duplicate column" not in str(e):
                 raise
+
+
+def _references(config_json: str, run_id: str) -> bool:
+    try:
+        return run_id in build_config(json.loads(config_json)).referenced_runs()
+    except ConfigError:  # stored by another version of the schema: the id anywhere in it counts
+        return run_id in config_json
 
 
 def _numeric(v) -> bool:

@@ -28,7 +28,8 @@ def browser():
 @pytest.fixture
 def store(ui_server):
     """The UI's store; every labeling generator it started is stopped afterwards."""
-    from backend import label_generator, labeling
+    from backend import labeling
+    from backend.labeling import generator as label_generator
     from backend.store import RunStore
 
     s = RunStore(ui_server["workspace"])
@@ -262,7 +263,8 @@ def restartable_ui(tmp_path):
     yield {"url": url, "workspace": workspace, "restart": restart}
     procs[-1].terminate()
     procs[-1].wait(15)
-    from backend import label_generator, labeling
+    from backend import labeling
+    from backend.labeling import generator as label_generator
     from backend.store import RunStore
 
     store = RunStore(workspace)

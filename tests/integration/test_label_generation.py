@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from backend import label_generator as G
+from backend.labeling import generator as G
 from backend import labeling as L
 from backend.config import build_config
 from backend.jobs import submit_run

@@ -17,9 +17,14 @@ MODULES["launch"] = ROOT / "launch.py"
 
 
 def _imports(path: Path) -> set[str]:
-    """Every module it imports, at the top or inside a function (a lazy import is still a dependency)."""
+    """Every module it imports, at the top or inside a function (a lazy import is still a dependency); not
+    those only type checkers read (`if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            node.body = []
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

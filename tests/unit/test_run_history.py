@@ -122,6 +122,18 @@ def test_a_run_an_active_run_uses_as_its_reward_model_is_refused(tmp_path):
         store.delete_runs([rm.id])
 
 
+def test_runs_referenced_are_read_from_the_config_not_searched_for_in_its_text(tmp_path):
+    store = RunStore(tmp_path)
+    rm, other = _ended(store, "rm"), _ended(store, "rm")
+    folder = str(store.run_dir(rm.id) / "adapter")
+    store.create_run(build_config({"name": "grpo-user", "mode": "grpo", "dataset": "demo-math",
+                                   "reward_sources": [{"type": "reward_model", "params": {"model": folder}}]}))
+    assert store.create_run(build_config({"name": f"named after {other.id}"})).config.referenced_runs() == set()
+    with pytest.raises(DeleteRefused, match=r"used by the grpo-user \(queued\) run"):
+        store.delete_runs([rm.id])
+    store.delete_runs([other.id])  # only named in another run's name: not used by it
+
+
 def test_notes_are_saved_trimmed_and_cleared(tmp_path):
     store = RunStore(tmp_path)
     run = store.create_run(build_config({}))

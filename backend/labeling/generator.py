@@ -1,6 +1,6 @@
 """Generating a labeling session's answers in the background, ahead of the labelers.
 
-One detached process per session (`python -m backend.label_generator SESSION --workspace DIR`, started in
+One detached process per session (`python -m backend.labeling.generator SESSION --workspace DIR`, started in
 its own session like a run's supervisor), not a thread in the UI process, because:
 - it outlives a UI restart or a closed terminal, and a UI crash never takes half-done generation with it;
 - the UI process never holds model weights for labeling, so it stays responsive for every browser;
@@ -73,7 +73,7 @@ def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> s
 
 
 def _spawn(store: RunStore, session_id: str) -> int:
-    return spawn_detached(["-m", "backend.label_generator", session_id, "--workspace", str(store.workspace)],
+    return spawn_detached(["-m", "backend.labeling.generator", session_id, "--workspace", str(store.workspace)],
                           log_path(store, session_id)).pid
 
 

@@ -1,0 +1,182 @@
+"""The run config: one training run's settings, made of the sections and the common settings."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from backend.config.sections import (DistributedSettings, DPOSettings, EvalSettings, KTOSettings, LoraSettings,
+                                     PPOSettings, RLSettings, _meta, _Section, is_section)
+from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
+from backend.reporting import REPORTERS, missing_packages  # no torch
+from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_DATASET = "demo-sft-instructions"
+
+
+class RunConfig(_Section):
+    name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
+                      json_schema_extra=_meta())
+    mode: Literal[ALL_MODES] = Field("sft", title="Training mode",
+                                     description="; ".join(f"{m.name}: {m.title}" for m in MODES.values()) + ".",
+                                     json_schema_extra=_meta())
+    model: str = Field(DEFAULT_MODEL, min_length=1, title="Model",
+                       description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
+                                   "or a Hugging Face Hub id.", json_schema_extra=_meta())
+    dataset: str = Field(DEFAULT_DATASET, min_length=1, title="Dataset",
+                         description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, or a "
+                                     "datasets.save_to_disk folder.", json_schema_extra=_meta())
+    finetuning: Literal["lora", "full"] = Field(
+        "lora", title="Fine-tuning", description="lora: train a small adapter; full: update every weight.",
+        json_schema_extra=_meta())
+    lora: LoraSettings = Field(default_factory=LoraSettings, title="LoRA")
+
+    learning_rate: float = Field(2e-4, gt=0, le=1, title="Learning rate",
+                                 description="Peak learning rate (LoRA: 1e-4 to 5e-4; full: 1e-5 to 5e-5).",
+                                 json_schema_extra=_meta())
+    max_steps: int = Field(-1, ge=-1, le=10_000_000, title="Max steps",
+                           description="Optimizer steps to train; -1 trains for the number of epochs.",
+                           json_schema_extra=_meta())
+    num_train_epochs: float = Field(1.0, gt=0, le=1000, title="Epochs",
+                                    description="Passes over the dataset (used when max steps is -1).",
+                                    json_schema_extra=_meta())
+    per_device_train_batch_size: int = Field(2, ge=1, le=4096, title="Batch size",
+                                             description="Examples per device per step.", json_schema_extra=_meta())
+    gradient_accumulation_steps: int = Field(1, ge=1, le=4096, title="Gradient accumulation",
+                                             description="Micro-batches summed before each optimizer step.",
+                                             json_schema_extra=_meta())
+    max_length: int = Field(512, ge=8, le=1_000_000, title="Max length",
+                            description="Tokens per example; longer ones are truncated.", json_schema_extra=_meta())
+    seed: int = Field(42, ge=0, le=2**32 - 1, title="Seed", description="Random seed for data order and init.",
+                      json_schema_extra=_meta("advanced"))
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", title="Precision",
+        description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16.",
+        json_schema_extra=_meta("advanced"))
+    gradient_checkpointing: bool = Field(False, title="Gradient checkpointing",
+                                         description="Recompute activations in the backward pass: less memory, "
+                                                     "~25% slower.", json_schema_extra=_meta("advanced"))
+    packing: bool = Field(False, title="Packing",
+                          description="Pack several short examples into each sequence (SFT).",
+                          json_schema_extra=_meta("advanced", modes=["sft"]))
+    padding_free: bool = Field(False, title="Padding-free",
+                               description="Concatenate a batch without padding (needs flash attention on GPU).",
+                               json_schema_extra=_meta("advanced", modes=["sft"]))
+    group_by_length: bool = Field(False, title="Group by length",
+                                  description="Batch examples of similar length together: less padding, faster "
+                                              "on data of mixed lengths; the order is less random (SFT).",
+                                  json_schema_extra=_meta("advanced", modes=["sft"]))
+    auto_find_batch_size: bool = Field(False, title="Find batch size",
+                                       description="On a GPU out-of-memory error, halve the batch size and try "
+                                                   "again instead of failing (gradient accumulation unchanged).",
+                                       json_schema_extra=_meta("advanced"))
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "linear", title="LR schedule", description="How the learning rate changes over training.",
+        json_schema_extra=_meta("advanced"))
+    warmup_steps: int = Field(0, ge=0, le=1_000_000, title="Warm-up steps",
+                              description="Steps of linear learning-rate warm-up.", json_schema_extra=_meta("advanced"))
+    weight_decay: float = Field(0.0, ge=0, le=1, title="Weight decay", description="AdamW weight decay.",
+                                json_schema_extra=_meta("advanced"))
+    max_grad_norm: float = Field(1.0, ge=0, le=1e6, title="Max gradient norm",
+                                 description="Gradient clipping; 0 disables it.", json_schema_extra=_meta("advanced"))
+    logging_steps: int = Field(1, ge=1, le=100_000, title="Logging interval",
+                               description="Log metrics every N steps (the live plots read these).",
+                               json_schema_extra=_meta("advanced"))
+    save_steps: int = Field(0, ge=0, le=10_000_000, title="Checkpoint interval",
+                            description="Save a checkpoint every N steps; 0 saves only the final adapter.",
+                            json_schema_extra=_meta("advanced"))
+    report_to: list[Literal[REPORTERS]] = Field(
+        default_factory=list, title="Also report to",
+        description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
+                    "trackio (the workspace's trackio folder); both stay on this machine.",
+        json_schema_extra=_meta("advanced"))
+    num_processes: int = Field(1, ge=1, le=4096, title="Processes",
+                               description="Training processes on this machine (one per GPU), via accelerate.",
+                               json_schema_extra=_meta("advanced"))
+    distributed: DistributedSettings = Field(default_factory=DistributedSettings, title="Distributed")
+    dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
+    kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
+    rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
+    ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
+    eval: EvalSettings = Field(default_factory=EvalSettings, title="Evaluation")
+    reward_sources: RewardSourceList = Field(
+        default_factory=list, title="Reward sources",
+        description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
+                    "similarity, a Python function from the workspace), each with a weight; the reward is their "
+                    "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
+                    "params: {pattern: '<answer>.*?</answer>'}}].",
+        json_schema_extra=_meta("basic", modes=list(RL_MODES)))
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _split_reporters(cls, v):
+        if v is None:
+            return []
+        if isinstance(v, str):  # --set report_to=tensorboard,trackio
+            v = [p.strip() for p in v.split(",")]
+        if isinstance(v, list) and all(isinstance(p, str) for p in v):
+            return [p for p in dict.fromkeys(v) if p]
+        return v
+
+    @field_validator("report_to")
+    @classmethod
+    def _check_installed(cls, v):
+        if missing := missing_packages(v):
+            raise ValueError(f"{', '.join(missing)} is not installed here; install it (`pip install "
+                             f"{' '.join(missing)}`) or leave it out")
+        return v
+
+    def referenced_runs(self) -> set[str]:
+        """Ids of the other runs this run loads when it starts: a reward model or the PPO value model's start
+        (a run id, or a folder inside workspace/runs/<id>), or the base model given as `run:<id>` or such a
+        folder."""
+        scorers = [self.ppo.value_init_run, *(s.params.get("model", "") for s in self.reward_sources
+                                              if s.type == "reward_model")]
+        ids = set()
+        for spec, bare_is_run in [(self.model, False), *((s, True) for s in scorers)]:
+            spec = spec.strip()
+            if spec.startswith("run:") or (bare_is_run and spec and len(Path(spec).parts) == 1):
+                ids.add(spec.removeprefix("run:"))
+            elif "runs" in (parts := Path(spec).parts)[:-1]:
+                ids.add(parts[parts.index("runs") + 1])
+        return ids
+
+    @property
+    def world_size(self) -> int:
+        """Training processes over all machines."""
+        return self.num_processes * self.distributed.num_machines
+
+    @model_validator(mode="after")
+    def _check_mode_settings(self):
+        for section in mode_spec(self.mode).sections:
+            getattr(self, section).check(self)
+        self._check_eval()
+        return self
+
+    def _check_eval(self) -> None:
+        e = self.eval
+        if e.enabled and self.mode not in EVAL_MODES:
+            field = "eval.dataset" if e.dataset else "eval.split"
+            raise ValueError(f"{field}: {self.mode.upper()} runs are not evaluated (that would sample completions "
+                             f"for every evaluation prompt); watch the reward instead, or clear {field}")
+        if e.dataset and e.split > 0:
+            raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
+                             "set; set eval.split to 0 or clear eval.dataset")
+        if e.steps and not e.enabled:
+            raise ValueError("eval.steps: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1), "
+                             "or set eval.steps to 0")
+
+
+def _section_modes() -> None:
+    """A mode-specific section's settings apply to the modes whose registry entry reads the section, unless
+    a setting names fewer itself."""
+    for name, info in RunConfig.model_fields.items():
+        users = [m.name for m in MODES.values() if name in m.sections]
+        if users and is_section(info.annotation):
+            for setting in info.annotation.model_fields.values():
+                setting.json_schema_extra.setdefault("modes", users)
+
+
+_section_modes()
