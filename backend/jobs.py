@@ -15,14 +15,11 @@ import time
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
+from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, pid_alive, spawn_detached
 from backend.modes.registry import mode_spec
 from backend.store import Run, RunStore
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-HEARTBEAT_STALE_S = 60.0  # a live supervisor beats every second
-LAUNCH_GRACE_S = 30.0  # a claimed run must have a supervisor pid by then
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
-_children: list[subprocess.Popen] = []  # reaped on each dispatch so dead supervisors don't linger as zombies
 
 
 def log_path(store: RunStore, run_id: str) -> Path:
@@ -94,35 +91,12 @@ def _config_yaml(config: RunConfig) -> str:
     return to_yaml(config)
 
 
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    for child in _children:
-        child.poll()
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie answers kill(0) but is gone
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def reconcile(store: RunStore) -> list[str]:
     """Mark running runs whose processes are gone as failed. Returns the ids it changed."""
     now, changed = time.time(), []
     for run in store.list_runs(("running",)):
-        beat = run.heartbeat_at or run.started_at or run.created_at
-        if run.pid is None:
-            dead = now - beat > LAUNCH_GRACE_S
-            why = "the worker never started"
-        else:
-            dead = not pid_alive(run.pid) or now - beat > HEARTBEAT_STALE_S
-            why = f"the worker process (pid {run.pid}) is gone"
-        if dead:
+        why = "the worker never started" if run.pid is None else f"the worker process (pid {run.pid}) is gone"
+        if is_dead(run.pid, run.heartbeat_at, run.started_at or run.created_at, now=now):
             tail = log_tail(store, run.id)
             if store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else "")):
                 changed.append(run.id)
@@ -145,25 +119,12 @@ def _claim_next(store: RunStore) -> str | None:
 
 def dispatch(store: RunStore) -> list[str]:
     """Start queued runs while there is room; returns the ids started."""
-    _children[:] = [c for c in _children if c.poll() is None]
     reconcile(store)
     started = []
     while (run_id := _claim_next(store)) is not None:
         _spawn_supervisor(store, run_id)
         started.append(run_id)
     return started
-
-
-def spawn_detached(args: list[str], log: Path) -> subprocess.Popen:
-    """`python ARGS` in its own session, output appended to `log`: it survives a UI restart and a closed
-    terminal, and is found again (and stopped) through the store."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
-    with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    _children.append(proc)
-    return proc
 
 
 def _spawn_supervisor(store: RunStore, run_id: str) -> None:
@@ -208,18 +169,10 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
 
 
 def supervise(run_id: str, workspace: str) -> int:
-    import threading
-
     store = RunStore(workspace)
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
-    done = threading.Event()
-
-    def beat():
-        while not done.wait(1.0):
-            store.heartbeat(run_id)
-
-    threading.Thread(target=beat, daemon=True).start()
+    beat = Heartbeat(lambda: store.heartbeat(run_id)).start()
     rc = 1
     try:
         with open(log_path(store, run_id), "ab") as log:
@@ -228,7 +181,7 @@ def supervise(run_id: str, workspace: str) -> int:
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
             rc = proc.wait()
     finally:
-        done.set()
+        beat.stop()
         if store.get_run(run_id).status == "running":
             why = f"the worker exited with code {rc} before finishing" if rc >= 0 else \
                 f"the worker was killed by {signal.Signals(-rc).name}"

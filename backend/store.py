@@ -17,6 +17,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from backend.config import ConfigError, RunConfig, build_config
 
@@ -129,35 +130,25 @@ CREATE TABLE IF NOT EXISTS labels (
 );
 CREATE INDEX IF NOT EXISTS labels_session ON labels(session_id, id);
 CREATE UNIQUE INDEX IF NOT EXISTS labels_one_per_client ON labels(item_id, client) WHERE undone=0;
--- hyperparameter sweeps (backend/sweeps.py): a detached driver runs each trial as an ordinary run, linked here.
--- New tables only (IF NOT EXISTS), so a workspace made before sweeps existed opens unchanged.
-CREATE TABLE IF NOT EXISTS sweeps (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    spec TEXT NOT NULL,                 -- json: the validated spec; its base is a full run config
-    status TEXT NOT NULL,               -- queued | running | completed | stopped | failed
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    pid INTEGER,                        -- the driver process
-    heartbeat_at REAL,
-    stop_requested INTEGER NOT NULL DEFAULT 0,
-    error TEXT
-);
-CREATE TABLE IF NOT EXISTS sweep_trials (
-    sweep_id TEXT NOT NULL REFERENCES sweeps(id),
-    number INTEGER NOT NULL,            -- Optuna's trial number (0-based; shown as #1, #2, ...)
-    run_id TEXT REFERENCES runs(id),    -- NULL when the trial's settings were refused before a run started
-    status TEXT NOT NULL,               -- running | completed | pruned | failed | stopped
-    params TEXT NOT NULL,               -- json: setting path -> value
-    value REAL,                         -- the objective (pruned: the last value reported)
-    error TEXT,
-    created_at REAL NOT NULL,
-    finished_at REAL,
-    PRIMARY KEY (sweep_id, number)
-);
-CREATE INDEX IF NOT EXISTS sweep_trials_run ON sweep_trials(run_id);
 """
+
+
+@dataclass(frozen=True)
+class RunReferences:
+    """Another package's tables that point at runs (backend.sweeps' trials), kept out of this module: the store
+    makes the tables, asks before deleting a run and lets the package unlink the runs it deletes."""
+    tables: str  # CREATE ... IF NOT EXISTS statements, run when a store opens (an older workspace gains them)
+    refuse: Callable[[sqlite3.Connection, str], str | None]  # why this run cannot be deleted now, or None
+    forget: Callable[[sqlite3.Connection, list[str]], None]  # within the transaction that deletes these runs
+
+
+_REFERENCES: list[RunReferences] = []
+
+
+def register_references(refs: RunReferences) -> None:
+    """Called by a package when it is imported; its deletion checks hold from then on, in every store."""
+    if refs not in _REFERENCES:
+        _REFERENCES.append(refs)
 
 
 @dataclass
@@ -210,9 +201,18 @@ class RunStore:
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.path = self.workspace / "workbench.db"
         self._local = threading.local()
+        self._tables_made: list[RunReferences] = []
         with self._connect() as db:
             db.executescript(_SCHEMA)
             _migrate(db)
+        self._make_registered_tables()
+
+    def _make_registered_tables(self) -> None:
+        """Other packages' tables, including those registered after this store was opened."""
+        with self._connect() as db:
+            for refs in [r for r in _REFERENCES if r not in self._tables_made]:
+                db.executescript(refs.tables)
+                self._tables_made.append(refs)
 
     @contextmanager
     def _connect(self):
@@ -319,6 +319,7 @@ class RunStore:
     def deletion_problems(self, run_ids: list[str], db=None) -> list[str]:
         """Why each of these runs cannot be deleted now ([] when all can)."""
         if db is None:
+            self._make_registered_tables()
             with self._connect() as conn:
                 return self.deletion_problems(run_ids, conn)
         problems = []
@@ -335,11 +336,8 @@ class RunStore:
                 problems.append(f"run {run_id}: its id does not name a folder inside {self.workspace / 'runs'}; "
                                 "not deleted")
                 continue
-            trial = db.execute("SELECT sweep_id, number FROM sweep_trials WHERE run_id=? AND status='running'",
-                               (run_id,)).fetchone()
-            if trial is not None:  # its driver still reads the run to score the trial
-                problems.append(f"run {run_id} is trial #{trial['number'] + 1} of sweep {trial['sweep_id']}, which "
-                                "has not recorded its result yet: wait for the sweep (or stop it), then delete")
+            if refused := next((why for refs in _REFERENCES if (why := refs.refuse(db, run_id))), None):
+                problems.append(refused)
                 continue
             users = [f"{r['name']} ({r['status']})" for r in active if _references(r["config"], run_id)]
             if users:  # e.g. its reward model or PPO value model: the active run loads it when it starts
@@ -355,17 +353,19 @@ class RunStore:
 
     def delete_runs(self, run_ids: list[str]) -> list[str]:
         """Delete ended runs: their rows (one transaction, all or none) and then their folders under
-        workspace/runs. A sweep keeps a deleted trial's settings and score, without the run. Exports (under
-        workspace/exports) are left alone. Raises DeleteRefused, deleting nothing, when any run cannot go.
-        Returns the folders that could not be removed (with why)."""
+        workspace/runs. Registered references are unlinked (a sweep keeps a deleted trial's settings and
+        score, without the run). Exports (under workspace/exports) are left alone. Raises DeleteRefused,
+        deleting nothing, when any run cannot go. Returns the folders that could not be removed (with why)."""
         run_ids = list(dict.fromkeys(run_ids))
+        self._make_registered_tables()
         with self.transaction() as db:
             if problems := self.deletion_problems(run_ids, db):
                 raise DeleteRefused(problems)
             marks = ",".join("?" * len(run_ids))
             for table in ("metrics", "samples"):
                 db.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", run_ids)
-            db.execute(f"UPDATE sweep_trials SET run_id=NULL WHERE run_id IN ({marks})", run_ids)
+            for refs in _REFERENCES:
+                refs.forget(db, run_ids)
             db.execute(f"DELETE FROM runs WHERE id IN ({marks})", run_ids)
         left = []
         for run_id in run_ids:

@@ -8,17 +8,11 @@ import argparse
 import os
 import signal
 import sys
-import time
 import traceback
+from contextlib import nullcontext
 
+from backend.core.procs import Heartbeat
 from backend.store import RunStore
-
-
-def _heartbeat_forever(store: RunStore, run_id: str, every: float = 2.0) -> None:
-    while True:
-        store.heartbeat(run_id)
-        time.sleep(every)
-
 
 # Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
 # rank can hang at exit forever. The trainer is kept until the process ends with os._exit, after everything
@@ -33,15 +27,17 @@ def run(run_id: str, workspace: str) -> int:
     # on a single machine it is the main process
     node_main = int(os.environ.get("LOCAL_RANK", "0")) == 0
     store = RunStore(workspace)
-    run = store.get_run(run_id)
-    config = run.config
     if node_main:
-        import threading
-
         store.update_run(run_id, worker_pid=os.getpid())
-        threading.Thread(target=_heartbeat_forever, args=(store, run_id), daemon=True).start()
         # SIGTERM asks for the same clean stop as the Stop button.
         signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
+    beat = Heartbeat(lambda: store.heartbeat(run_id)) if node_main else nullcontext()
+    with beat:  # until the outcome is stored: a finished worker must not look alive
+        return _train(store, run_id, is_main, node_main)
+
+
+def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
+    config = store.get_run(run_id).config
     try:
         from backend.data import prepare_dataset, prepare_eval_dataset
         from backend.models import resolve_model

@@ -3,7 +3,8 @@ import os
 import signal
 
 from backend import sweeps
-from backend.jobs import pid_alive, stop_run
+from backend.core.procs import pid_alive
+from backend.jobs import stop_run
 from backend.store import RunStore
 
 

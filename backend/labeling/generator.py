@@ -16,7 +16,6 @@ the labelers catch up, so an abandoned session does not keep a CPU busy.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -26,15 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend import labeling
+from backend.core.procs import Heartbeat, is_dead, pid_alive, spawn_detached
 from backend.labeling import LabelError, LabelSession
 from backend.store import RunStore
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HEARTBEAT_S = 2.0
-STALE_S = 30.0  # no heartbeat for this long: the generator is gone
-LAUNCH_GRACE_S = 60.0  # a start claimed this recently counts as running while the process comes up
 IDLE_EXIT_S = 120.0
-_children: list[subprocess.Popen] = []  # polled so finished generators do not linger as zombies
 
 
 def log_path(store: RunStore, session_id: str) -> Path:
@@ -42,19 +37,13 @@ def log_path(store: RunStore, session_id: str) -> Path:
 
 
 def generator_alive(session: LabelSession, now: float | None = None) -> bool:
-    from backend.jobs import pid_alive
-
-    now = now or time.time()
-    if session.gen_pid:
-        return pid_alive(session.gen_pid) and now - (session.gen_heartbeat_at or session.gen_started_at or 0) < STALE_S
-    return bool(session.gen_started_at) and now - session.gen_started_at < LAUNCH_GRACE_S
+    return not is_dead(session.gen_pid, session.gen_heartbeat_at, session.gen_started_at, now=now)
 
 
 def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> str:
     """Start the session's generator if answers are missing and none runs. Returns what it found:
     'running', 'started', 'waiting' (far enough ahead of the labelers), 'done' or 'failed' (retry=True
     starts a failed session again)."""
-    _children[:] = [c for c in _children if c.poll() is None]
     session = labeling.get_session(store, session_id)
     if session.status == "failed" and not retry:
         return "failed"
@@ -84,24 +73,13 @@ def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> s
 
 
 def _spawn(store: RunStore, session_id: str) -> int:
-    path = log_path(store, session_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
-    with open(path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "backend.labeling.generator", session_id, "--workspace", str(store.workspace)],
-            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)  # survives a UI restart; found again through the store
-    _children.append(proc)
-    return proc.pid
+    return spawn_detached(["-m", "backend.labeling.generator", session_id, "--workspace", str(store.workspace)],
+                          log_path(store, session_id)).pid
 
 
 def stop_generator(store: RunStore, session_id: str, wait_s: float = 10.0) -> bool:
     """Stop the session's generator (it is started again by the next `ensure_generator`). True if one ran."""
     import signal
-
-    from backend.jobs import pid_alive
 
     session = labeling.get_session(store, session_id)
     pid = session.gen_pid
@@ -113,8 +91,6 @@ def stop_generator(store: RunStore, session_id: str, wait_s: float = 10.0) -> bo
         return False
     end = time.time() + wait_s
     while pid_alive(pid) and time.time() < end:
-        for child in _children:
-            child.poll()
         time.sleep(0.1)
     if pid_alive(pid):
         os.killpg(pid, signal.SIGKILL)
@@ -167,19 +143,28 @@ class CandidateModels:
     side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights)."""
 
     def __init__(self, cands: list[Candidate], report=lambda message: None):
-        from backend.models import ModelRef, load_model
+        from backend.models import load_causal_lm, load_tokenizer, resolve_model
 
         self.loaded: dict[str, tuple] = {}
         self.adapter_names: dict[str, str] = {}
         bases = list(dict.fromkeys(c.base for c in cands))
         for i, base in enumerate(bases, 1):
             report(f"Loading {base} ({i}/{len(bases)})")
-            adapters = {}  # name → folder, on this base
+            path = resolve_model(base, lambda f, m: report(m))
+            tokenizer = load_tokenizer(path)
+            model = load_causal_lm(path)
             for adapter in dict.fromkeys(c.adapter for c in cands if c.base == base and c.adapter):
+                from peft import PeftModel
+
                 name = f"adapter{len(self.adapter_names) + 1}"
-                self.adapter_names[adapter], adapters[name] = name, adapter
-            loaded = load_model(ModelRef.parse(base), adapters=adapters, progress=lambda f, m: report(m))
-            self.loaded[base] = (loaded.model, loaded.tokenizer)
+                report(f"Loading the adapter {Path(adapter).parent.name}")
+                if isinstance(model, PeftModel):
+                    model.load_adapter(adapter, adapter_name=name)
+                else:
+                    model = PeftModel.from_pretrained(model, adapter, adapter_name=name)
+                self.adapter_names[adapter] = name
+            model.eval()
+            self.loaded[base] = (model, tokenizer)
 
     def generate(self, cand: Candidate, prompt, *, seed: int, max_new_tokens: int, top_p: float,
                  num: int = 1) -> list[str]:
@@ -239,20 +224,19 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
             return 0
         db.execute("UPDATE label_sessions SET gen_pid=?, gen_heartbeat_at=?, gen_started_at=?, status='generating', "
                    "error=NULL WHERE id=?", (me, now, now, session_id))
-    done, replaced = threading.Event(), threading.Event()
+    replaced = threading.Event()
 
     def beat():
-        while not done.wait(HEARTBEAT_S):
-            with store.connect() as db:
-                if db.execute("UPDATE label_sessions SET gen_heartbeat_at=? WHERE id=? AND gen_pid=?",
-                              (time.time(), session_id, me)).rowcount == 0:
-                    replaced.set()  # stopped, or another generator took over
+        with store.connect() as db:
+            if db.execute("UPDATE label_sessions SET gen_heartbeat_at=? WHERE id=? AND gen_pid=?",
+                          (time.time(), session_id, me)).rowcount == 0:
+                replaced.set()  # stopped, or another generator took over
 
     def say(message: str) -> None:
         print(message, flush=True)
         labeling.update_session(store, session_id, gen_message=message[:300])
 
-    threading.Thread(target=beat, daemon=True).start()
+    heartbeat = Heartbeat(beat).start()
     rc = 0
     try:
         session = labeling.get_session(store, session_id)
@@ -292,7 +276,7 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
                                     gen_message="Generation failed")
         rc = 1
     finally:
-        done.set()
+        heartbeat.stop()
         with store.connect() as db:
             db.execute("UPDATE label_sessions SET gen_pid=NULL, gen_heartbeat_at=NULL, gen_started_at=NULL "
                        "WHERE id=? AND gen_pid=?", (session_id, me))

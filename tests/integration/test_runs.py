@@ -108,7 +108,7 @@ def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
     assert steps == sorted(set(steps))  # one row per step: rank 1 writes nothing
     assert (Path(run.adapter_path) / "adapter_model.safetensors").exists()
     # every rank exits (a rank freeing gloo's process group at interpreter exit used to hang for good)
-    from backend.jobs import pid_alive
+    from backend.core.procs import pid_alive
 
     wait_for(lambda: not pid_alive(run.pid), timeout=60, what="the supervisor, after all ranks exited")
 

@@ -89,7 +89,7 @@ def test_a_resumed_driver_keeps_finished_trials_and_finishes_an_interrupted_one(
     trial = study.ask()
     params = {p.field: driver.suggest(trial, p) for p in driver.spec.space}
     run = fake.submit(store, sweeps.trial_config(driver.spec, params, trial.number))
-    sweeps._save_trial(store, sweeps.Trial(sweep.id, trial.number, run.id, "running", params, created_at=time.time()))
+    sweeps.save_trial(store, sweeps.Trial(sweep.id, trial.number, run.id, "running", params, created_at=time.time()))
 
     spec = sweep.spec.model_copy(update={"n_trials": 4})
     sweeps.update_sweep(store, sweep.id, status="queued", spec=spec.model_dump_json())

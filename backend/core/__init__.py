@@ -1,0 +1,1 @@
+"""The bottom layer: plumbing every backend module may use. It imports no domain module, gradio or torch."""

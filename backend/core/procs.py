@@ -1,0 +1,103 @@
+"""Detached processes and how the store tells whether one still lives.
+
+A run's supervisor, a labeling session's generator and a sweep's driver are each `python -m ...` in its own
+session, so it outlives the UI and the CLI that started it. The store keeps its pid and a heartbeat it writes;
+anyone reading the store decides with one rule (`is_dead`) whether the process is gone.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HEARTBEAT_S = 2.0  # how often a live process writes its heartbeat
+HEARTBEAT_STALE_S = 60.0  # no heartbeat for this long: the process is hung or gone (a loaded machine lags)
+LAUNCH_GRACE_S = 30.0  # a start claimed this recently counts as alive while its pid is not recorded yet
+
+# Our own detached children: polled on each spawn and liveness check, so finished ones do not linger as zombies.
+_children: list[subprocess.Popen] = []
+
+
+def reap() -> None:
+    _children[:] = [c for c in _children if c.poll() is None]
+
+
+def spawn_detached(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`python ARGS` from the repository root in its own session, output appended to `log`: it survives a UI
+    restart and a closed terminal, and is found again (and stopped) through the store. `env` adds variables."""
+    reap()
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    _children.append(proc)
+    return proc
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    reap()  # our own finished child is a zombie until waited for
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # someone else's zombie answers kill(0) but is gone
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def is_dead(pid: int | None, beat: float | None, started: float | None, grace: float = LAUNCH_GRACE_S,
+            stale: float = HEARTBEAT_STALE_S, now: float | None = None) -> bool:
+    """Whether a process the store records is gone. Without a pid yet it lives for `grace` after its start
+    was claimed; with one, while the pid runs and its last heartbeat (else its start) is under `stale` old."""
+    now = time.time() if now is None else now
+    last = beat or started
+    if not pid:
+        return last is None or now - last > grace
+    return last is None or now - last > stale or not pid_alive(pid)
+
+
+class Heartbeat:
+    """Calls `owner` (which writes the beat, e.g. `lambda: store.heartbeat(run_id)`) now and every `interval`
+    seconds on a daemon thread, until `stop()` or the end of the `with` block."""
+
+    def __init__(self, owner: Callable[[], object], interval: float = HEARTBEAT_S):
+        self.owner, self.interval = owner, interval
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name="heartbeat")
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._done.is_set():
+            try:
+                self.owner()
+            except Exception:  # noqa: BLE001 - e.g. a locked database: a missed beat, not a dead process
+                traceback.print_exc()
+            self._done.wait(self.interval)
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(5.0, self.interval))  # a beat in flight ends; none starts after
+
+    def __enter__(self) -> Heartbeat:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
