@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from backend.labeling import label_counts
 from backend.store import STATUSES, RunStore
 
 RECENT_SECONDS = 3600.0  # finished runs keep their last metric values in the exposition this long
@@ -48,9 +49,7 @@ class WorkbenchCollector:
             runs = db.execute("SELECT id, name, mode, status, step, total_steps, heartbeat_at, train_started_at "
                               "FROM runs WHERE status='running' OR finished_at >= ? ORDER BY created_at",
                               (now - self.recent_seconds,)).fetchall()
-            sessions = db.execute("SELECT s.id, s.name, s.mode, COUNT(l.id) FROM label_sessions s LEFT JOIN labels l "
-                                  "ON l.session_id = s.id AND l.undone = 0 GROUP BY s.id ORDER BY s.created_at"
-                                  ).fetchall()
+        sessions = label_counts(self.store)
 
         by_status = GaugeMetricFamily("workbench_runs", "Runs in the workspace by status.", labels=["status"])
         for status in STATUSES:

@@ -21,9 +21,11 @@ and seed made each, so the summary can say how often each model won. No torch he
 
 Modules: `records` (the stored records and limits), `prompts`, `candidates` (the models compared),
 `sessions` (sessions, claims, labels, the generator's bookkeeping), `export` (training data and the
-`labels:` dataset source), `summary`, and `generator` (the detached process that writes answers).
+`labels:` dataset source), `summary`, `store` (its tables, registered with the run store) and
+`generator` (the detached process that writes answers).
 """
 
+from backend.labeling import store as _store  # noqa: F401 - registers the label tables with the run store
 from backend.labeling.candidates import adapter_choices, check_candidate, describe_model, resolve_candidate
 from backend.labeling.export import (dataset_choices, export_format_for_mode, export_rows, labels_dataset,
                                      write_export)
@@ -37,7 +39,7 @@ from backend.labeling.sessions import (CommitResult, claim_next, client_label_co
                                        get_item, get_session, has_ungenerated, items, labels, list_sessions,
                                        next_to_generate, progress, save_answers, swap_for, undo_last,
                                        update_session)
-from backend.labeling.summary import LabelSummary, rate, session_counts, summarize
+from backend.labeling.summary import LabelSummary, label_counts, rate, session_counts, summarize
 
 __all__ = [
     "CHOICE_NAMES", "EXPORT_FORMATS", "LABELS_PREFIX", "MAX_NOTE", "MAX_PROMPTS", "MODES", "PAIR_CHOICES",
@@ -45,7 +47,7 @@ __all__ = [
     "GenerationSettings", "Label", "LabelError", "LabelItem", "LabelSession", "LabelSummary", "SessionProgress",
     "adapter_choices", "check_candidate", "claim_next", "client_label_count", "commit_label", "create_session",
     "dataset_choices", "describe_model", "export_format_for_mode", "export_rows", "get_item", "get_session",
-    "has_ungenerated", "items", "labels", "labels_dataset", "list_sessions", "load_prompts", "new_session_id",
+    "has_ungenerated", "items", "label_counts", "labels", "labels_dataset", "list_sessions", "load_prompts", "new_session_id",
     "next_to_generate", "progress", "prompt_text", "rate", "resolve_candidate", "save_answers", "session_counts",
     "session_from_row", "split_typed_prompts", "summarize", "swap_for", "undo_last", "update_session",
     "write_export",

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import backend.sweeps  # noqa: F401 - its trial tables reference runs: registered with the store on import
 from backend import jobs
 from backend.config import build_config
 from backend.store import DeleteRefused, RunStore
