@@ -20,7 +20,7 @@ from app.formatting import error_markdown
 from backend import chat
 from backend.chat import ChatError, Sampling
 from backend.models import ModelRef
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 SIDES = ("A", "B")

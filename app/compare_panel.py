@@ -12,8 +12,8 @@ import pandas as pd
 from app.formatting import run_choices
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
-from backend.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
-from backend.store import RunStore
+from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
+from backend.runs.store import RunStore
 
 HELP = ("Pick runs to overlay every metric they logged (smoothed line, raw points faint; click a run in the legend "
         "to hide it). Below: the settings that differ between them and where each one ended. "

@@ -11,7 +11,7 @@ import gradio as gr
 
 from app.formatting import error_markdown
 from backend import export
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 INTRO = ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer and chat "

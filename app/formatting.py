@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from backend.config import RunConfig, field_paths, get_path, to_yaml
-from backend.store import Run
+from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",

@@ -31,7 +31,7 @@ from backend.labeling import generator as label_generator
 from backend.labeling import LabelError, LabelItem, LabelSession, SessionProgress
 from backend.modes.registry import mode_spec
 from backend.models import EMBEDDED_MODEL
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 DEFAULT_PROMPTS = "demo-prompts"

@@ -18,7 +18,7 @@ import gradio as gr  # noqa: E402
 
 from app import chat_tab, label_tab, playground_tab, runs_tab, sweeps_tab, train_tab  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
-from backend.store import RunStore  # noqa: E402
+from backend.runs.store import RunStore  # noqa: E402
 
 TITLE = "RL post-training workbench"
 POLL_SECONDS = 1.5

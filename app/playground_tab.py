@@ -20,7 +20,7 @@ from app.reward_editor import RewardSourcesEditor
 from app.train_tab import REPO_PRESETS, dataset_choices, model_choices
 from backend import playground
 from backend.config import ConfigError, load_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
 DEFAULT_DATASET = "demo-math"

@@ -20,10 +20,11 @@ from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_htm
                             sample_sources, sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
 from app.view_state import SentValues
-from backend import jobs, reporting
+from backend import reporting
+from backend.runs import jobs
 from backend.config import to_yaml
 from backend.modes.registry import RL_MODES
-from backend.store import DeleteRefused, Run, RunStore
+from backend.runs.store import DeleteRefused, Run, RunStore
 
 LOG_LINES = 40
 LOG_SETTLE_S = 10.0

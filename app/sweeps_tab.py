@@ -27,9 +27,10 @@ from app.forms import FIELDS, bounds
 from app.plots import empty_figure
 from app.runs_tab import RunView
 from app.train_tab import preset_choices
-from backend import jobs, sweeps
+from backend import sweeps
+from backend.runs import jobs
 from backend.config import ConfigError, build_config, choices, get_path, to_yaml
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 MAX_PARAMS = 6
 SWEEP_PRESETS = Path(__file__).resolve().parents[1] / "presets" / "sweeps"

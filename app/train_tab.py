@@ -18,10 +18,10 @@ import pandas as pd
 from app import forms
 from app.formatting import cli_command, error_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor
-from backend import jobs
+from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, choices, load_config, to_yaml
 from backend.modes import available_modes
-from backend.store import RunStore, default_workspace
+from backend.runs.store import RunStore, default_workspace
 
 log = logging.getLogger(__name__)
 REPO_PRESETS = Path(__file__).resolve().parents[1] / "presets"

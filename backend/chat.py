@@ -21,7 +21,7 @@ from pathlib import Path
 from backend.models import MODELS as MODEL_CACHE
 from backend.models import RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model
 from backend.modes.registry import mode_spec
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 MAX_NEW_TOKENS = 4096
 

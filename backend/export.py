@@ -24,7 +24,7 @@ from typing import Callable, Literal
 
 from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
 from backend.modes.registry import mode_spec
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 Progress = Callable[[float, str], None]
 

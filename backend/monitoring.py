@@ -21,7 +21,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from backend.labeling import label_counts
-from backend.store import STATUSES, RunStore
+from backend.runs.store import STATUSES, RunStore
 
 RECENT_SECONDS = 3600.0  # finished runs keep their last metric values in the exposition this long
 RUN_LABELS = ["run_id", "run_name", "mode"]

@@ -37,8 +37,8 @@ def train(steps: int, reward: str, overrides: list[str], workspace: Path):
     from backend.data import prepare_dataset
     from backend.models import resolve_model
     from backend.modes import mode_module
-    from backend.store import RunStore
-    from backend.training import TrainContext
+    from backend.runs.store import RunStore
+    from backend.modes.training import TrainContext
 
     sets = [f"max_steps={steps}", "logging_steps=1", *BENCH_SETTINGS, *overrides]
     config = load_config(REPO / "presets" / "ppo_demo.yaml", sets)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend import monitoring  # noqa: E402
 from backend.config import build_config  # noqa: E402
-from backend.store import RunStore  # noqa: E402
+from backend.runs.store import RunStore  # noqa: E402
 
 TARGET_S = 0.050
 

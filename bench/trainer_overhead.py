@@ -120,7 +120,7 @@ def bare_trl(mode: str, model: str, steps: int) -> dict:
             trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=dataset,
                                   processing_class=tokenizer, peft_config=lora)
         trainer.train()
-    from backend.training import peak_memory
+    from backend.modes.training import peak_memory
 
     return {**measure(mode, trainer.state.log_history, steps), "peak_rss_gb": peak_memory()["memory/peak_rss_gb"]}
 
@@ -129,8 +129,8 @@ def bare_trl(mode: str, model: str, steps: int) -> dict:
 
 def workbench(mode: str, model: str, steps: int, workspace: Path) -> dict:
     from backend.config import build_config
-    from backend.jobs import submit_run
-    from backend.store import RunStore
+    from backend.runs.jobs import submit_run
+    from backend.runs.store import RunStore
 
     store = RunStore(workspace)
     t0 = time.time()

@@ -20,13 +20,13 @@ def workspace_option() -> argparse.ArgumentParser:
 
 
 def workspace(args) -> str:
-    from backend.store import default_workspace
+    from backend.runs.store import default_workspace
 
     return args.workspace or str(default_workspace())
 
 
 def open_store(args):
-    from backend.store import RunStore
+    from backend.runs.store import RunStore
 
     return RunStore(workspace(args))
 

@@ -7,7 +7,7 @@ from cli.common import bad_input, fmt_time, open_store, print_json, print_table
 
 
 def add_parsers(sub, common) -> None:
-    from backend.store import STATUSES
+    from backend.runs.store import STATUSES
 
     rs = sub.add_parser("runs", parents=[common], help="list runs")
     rs.add_argument("--status", action="append", choices=STATUSES, help="only runs with this status (repeatable)")
@@ -43,7 +43,7 @@ def add_parsers(sub, common) -> None:
 
 
 def cmd_runs(args) -> int:
-    from backend.jobs import dispatch
+    from backend.runs.jobs import dispatch
 
     store = open_store(args)
     dispatch(store)
@@ -64,7 +64,7 @@ def cmd_runs(args) -> int:
 
 def cmd_show(args) -> int:
     from backend.config import to_yaml
-    from backend.jobs import dispatch, log_tail
+    from backend.runs.jobs import dispatch, log_tail
 
     store = open_store(args)
     dispatch(store)
@@ -105,8 +105,8 @@ def cmd_note(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    from backend.jobs import delete_runs, reconcile
-    from backend.store import DeleteRefused
+    from backend.runs.jobs import delete_runs, reconcile
+    from backend.runs.store import DeleteRefused
 
     store = open_store(args)
     run_ids = list(dict.fromkeys(args.run_ids))
@@ -140,7 +140,7 @@ def cmd_delete(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from backend.compare import config_differences, final_values, load_runs
+    from backend.runs.compare import config_differences, final_values, load_runs
 
     store = open_store(args)
     try:
@@ -176,7 +176,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from backend.jobs import stop_run
+    from backend.runs.jobs import stop_run
 
     store = open_store(args)
     try:

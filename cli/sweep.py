@@ -41,7 +41,7 @@ def add_parsers(sub, common) -> None:
 def cmd_sweep(args) -> int:
     from backend import sweeps
     from backend.config import ConfigError
-    from backend.jobs import dispatch
+    from backend.runs.jobs import dispatch
 
     store = open_store(args)
     try:

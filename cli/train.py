@@ -18,7 +18,7 @@ def add_parsers(sub, common) -> None:
 
 def cmd_train(args) -> int:
     from backend.config import ConfigError, apply_overrides, build_config, load_config
-    from backend.jobs import submit_run
+    from backend.runs.jobs import submit_run
 
     try:
         if args.config:
@@ -39,7 +39,7 @@ def follow_run(store, run_id) -> int:
     """A progress bar until the run ends; the exit code says how it ended."""
     from tqdm import tqdm
 
-    from backend.jobs import dispatch, log_tail, stop_run
+    from backend.runs.jobs import dispatch, log_tail, stop_run
 
     bar = None
     announced_queue = False

@@ -4,8 +4,8 @@ import signal
 
 from backend import sweeps
 from backend.core.procs import pid_alive
-from backend.jobs import stop_run
-from backend.store import RunStore
+from backend.runs.jobs import stop_run
+from backend.runs.store import RunStore
 
 
 def leave_nothing_running(workspace) -> None:

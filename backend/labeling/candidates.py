@@ -7,7 +7,7 @@ from pathlib import Path
 from backend.labeling.records import LabelError
 from backend.models import RUN_PREFIX, ModelError, ModelRef
 from backend.modes.registry import mode_spec
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def describe_model(store: RunStore, spec: str) -> str:

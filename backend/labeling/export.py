@@ -13,7 +13,7 @@ from backend.labeling.records import (EXPORT_FORMATS, LABELS_PREFIX, ExportSumma
                                       LabelSession, prompt_text)
 from backend.labeling.sessions import get_session, list_sessions, labels, items
 from backend.modes.registry import mode_spec
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 @dataclass
@@ -177,7 +177,7 @@ def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):
     both-bad dropped). Raises LabelError when the session is unknown or has nothing to train on yet."""
     import datasets
 
-    from backend.store import default_workspace
+    from backend.runs.store import default_workspace
 
     session_id = spec[len(LABELS_PREFIX):].strip()
     store = RunStore(workspace or default_workspace())

@@ -27,7 +27,7 @@ from pathlib import Path
 from backend import labeling
 from backend.core.procs import Heartbeat, is_dead, pid_alive, spawn_detached
 from backend.labeling import LabelError, LabelSession
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 IDLE_EXIT_S = 120.0
 

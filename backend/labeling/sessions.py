@@ -12,7 +12,7 @@ from backend.labeling.records import (MAX_NOTE, MODES, PAIR_CHOICES, SINGLE_CHOI
                                       GenerationSettings, item_from_row, Label, label_from_row, LabelError,
                                       LabelItem, LabelSession, loads, new_session_id, session_from_row,
                                       SessionProgress)
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def create_session(store: RunStore, prompts: list, *, model_a: str, model_b: str | None = None,

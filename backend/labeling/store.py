@@ -2,7 +2,7 @@
 a run's adapter keeps that run."""
 from __future__ import annotations
 
-from backend.store import RUN_PREFIX, RunReferences, register_references
+from backend.runs.store import RUN_PREFIX, RunReferences, register_references
 
 TABLES = """
 -- a session's prompts become items, a background generator fills

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from backend.labeling.records import LabelSession
 from backend.labeling.sessions import get_session, items, labels, progress
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Literal
 
 from backend.models.specs import EMBEDDED_MODEL, ModelError, Progress, check_model, looks_like_path, resolve_model
 from backend.modes.registry import mode_spec
-from backend.store import RUN_PREFIX, Run, RunStore, is_run_id
+from backend.runs.store import RUN_PREFIX, Run, RunStore, is_run_id
 
 CARD = "README.md"
 CARD_TAG = "rl-workbench"  # in every exported model card's front matter: marks a folder export may overwrite

@@ -1,6 +1,6 @@
 """Mode modules: each turns a run config into a TRL (or the project's own) trainer.
 
-A mode module defines `build_trainer(ctx) -> Trainer`, where ctx is a `backend.training.TrainContext`.
+A mode module defines `build_trainer(ctx) -> Trainer`, where ctx is a `backend.modes.training.TrainContext`.
 What each mode is (formats, metrics, settings it reads) is its entry in `registry.py`; the schema checks a mode
 from there without importing torch.
 """

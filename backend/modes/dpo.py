@@ -5,7 +5,7 @@ With LoRA there is no second model: the reference is the same weights with the a
 from trl import DPOConfig, DPOTrainer
 
 from backend.models import load_causal_lm, load_tokenizer
-from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> DPOTrainer:

@@ -6,7 +6,7 @@ with the adapter switched off.
 from trl import KTOConfig, KTOTrainer
 
 from backend.models import load_causal_lm, load_tokenizer
-from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> KTOTrainer:

@@ -8,7 +8,7 @@ from backend.models import load_causal_lm, load_tokenizer
 from backend.modes.rl_common import reward_functions
 from backend.ppo.trainer import PPOConfig, PPOTrainer
 from backend.ppo.value import build_value_model
-from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def value_init_location(ctx: TrainContext) -> str:

@@ -12,8 +12,8 @@ import traceback
 
 from trl.trainer.utils import is_async_callable
 
-from backend.store import RunStore
-from backend.training import TrainContext, trainer_args
+from backend.runs.store import RunStore
+from backend.modes.training import TrainContext, trainer_args
 
 SAMPLES_PER_LOG = 8
 _PROMPT_CHARS = 2000

@@ -5,7 +5,7 @@ from trl import RLOOConfig, RLOOTrainer
 
 from backend.models import load_causal_lm, load_tokenizer
 from backend.modes.rl_common import reward_functions, rl_args
-from backend.training import TrainContext, lora_config, model_dtype
+from backend.modes.training import TrainContext, lora_config, model_dtype
 
 
 def build_trainer(ctx: TrainContext) -> RLOOTrainer:

@@ -8,7 +8,7 @@ from transformers import set_seed
 from trl import RewardConfig, RewardTrainer
 
 from backend.models import load_sequence_classifier, load_tokenizer
-from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> RewardTrainer:

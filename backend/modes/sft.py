@@ -2,7 +2,7 @@
 from trl import SFTConfig, SFTTrainer
 
 from backend.models import load_causal_lm, load_tokenizer
-from backend.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> SFTTrainer:

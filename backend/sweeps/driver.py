@@ -10,10 +10,10 @@ import signal
 import time
 import traceback
 
-from backend import jobs
+from backend.runs import jobs
 from backend.config import ConfigError
 from backend.core.procs import Heartbeat, is_dead, spawn_detached
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from backend.sweeps.spec import SearchParam, SweepSpec, reduce_series, trial_config
 from backend.sweeps.store import (ACTIVE, TRIAL_FINAL, Sweep, Trial, best_trial, counted, create_sweep, driver_log,
                                   finish_sweep, get_sweep, list_sweeps, list_trials, save_trial, sweep_dir,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.config import RunConfig
-from backend.store import RunReferences, RunStore, register_references
+from backend.runs.store import RunReferences, RunStore, register_references
 from backend.sweeps.spec import SweepSpec, spec_yaml, trial_config
 
 SWEEP_STATUSES = ("queued", "running", "completed", "stopped", "failed")

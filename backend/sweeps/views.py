@@ -1,7 +1,7 @@
 """What the Sweeps tab and `launch.py sweep` show: trial tables, a sweep's summary, the settings' importances."""
 from __future__ import annotations
 
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from backend.sweeps.spec import SweepSpec
 from backend.sweeps.store import Sweep, Trial, best_trial, counted, list_trials, sweep_dir
 

@@ -4,8 +4,8 @@ import zipfile
 from pathlib import Path
 
 from backend.chat import RUN_PREFIX, model_choices
-from backend.jobs import submit_run
-from backend.store import RunStore
+from backend.runs.jobs import submit_run
+from backend.runs.store import RunStore
 from tests.browser.test_ui import set_text
 from tests.integration.test_modes import tiny_config, wait_for
 

@@ -1,7 +1,7 @@
 """Comparing runs in the browser: two runs picked in the Compare accordion are overlaid on shared charts, with
 the setting that differs and each run's final values; a third run's metrics arriving later show up live."""
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from tests.browser.test_chat_ui import choose
 
 TRACE_NAMES = ("() => { const p = document.querySelector('#compare-plot .js-plotly-plot');"

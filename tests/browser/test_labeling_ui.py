@@ -30,7 +30,7 @@ def store(ui_server):
     """The UI's store; every labeling generator it started is stopped afterwards."""
     from backend import labeling
     from backend.labeling import generator as label_generator
-    from backend.store import RunStore
+    from backend.runs.store import RunStore
 
     s = RunStore(ui_server["workspace"])
     yield s
@@ -265,7 +265,7 @@ def restartable_ui(tmp_path):
     procs[-1].wait(15)
     from backend import labeling
     from backend.labeling import generator as label_generator
-    from backend.store import RunStore
+    from backend.runs.store import RunStore
 
     store = RunStore(workspace)
     for session in labeling.list_sessions(store):

@@ -2,7 +2,7 @@
 Delete → Confirm leaves the table, the store, the disk and the Compare picker while the selection moves to the
 next run."""
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from tests.browser.test_chat_ui import choose
 from tests.browser.test_compare_ui import TRACE_NAMES
 from tests.waiting import wait_for

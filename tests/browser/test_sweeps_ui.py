@@ -3,7 +3,7 @@ the trials fill in, and the best goes back to the Train tab."""
 from pathlib import Path
 
 from backend import sweeps
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from tests.browser.test_ui import set_text
 
 TRIALS_DONE = "() => (document.querySelector('#sweep-trials')?.textContent.match(/completed/g) || []).length"

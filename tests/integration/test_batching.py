@@ -3,8 +3,8 @@ OOM batch-size search is switched on in the trainer's arguments."""
 from backend.config import build_config
 from backend.data import prepare_dataset
 from backend.modes import mode_module
-from backend.store import RunStore
-from backend.training import TrainContext
+from backend.runs.store import RunStore
+from backend.modes.training import TrainContext
 
 
 def _trainer(tiny_model, tmp_path, **settings):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from backend.export import ExportError, export_run
-from backend.jobs import submit_run
-from backend.store import RunStore
+from backend.runs.jobs import submit_run
+from backend.runs.store import RunStore
 from tests.integration.test_modes import tiny_config, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 from backend.labeling import generator as G
 from backend import labeling as L
 from backend.config import build_config
-from backend.jobs import submit_run
-from backend.store import RunStore
+from backend.runs.jobs import submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 PROMPTS = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Why is the sky blue?", "Count to three.",

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from backend.config import ConfigError, build_config
-from backend.jobs import preflight, submit_run
-from backend.store import RunStore
+from backend.runs.jobs import preflight, submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 STEPS = 2

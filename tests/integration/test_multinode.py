@@ -4,8 +4,8 @@ keeps its own record of progress and outcome."""
 import socket
 
 from backend.config import build_config
-from backend.jobs import log_path, submit_run
-from backend.store import RunStore
+from backend.runs.jobs import log_path, submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 

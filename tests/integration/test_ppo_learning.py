@@ -12,8 +12,8 @@ import pytest
 from backend.config import build_config
 from backend.data import prepare_dataset
 from backend.modes import mode_module
-from backend.store import RunStore
-from backend.training import StoreCallback, TrainContext
+from backend.runs.store import RunStore
+from backend.modes.training import StoreCallback, TrainContext
 
 HALF_VOCAB = """
 def reward(prompts, completions, completion_ids, **kwargs):

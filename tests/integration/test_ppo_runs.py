@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from backend.config import ConfigError, build_config
-from backend.jobs import preflight, stop_run, submit_run
-from backend.store import RunStore
+from backend.runs.jobs import preflight, stop_run, submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_a_value_model_from_an_rm_run_starts_as_that_reward_model(runs, tiny_mod
     from backend.models import load_tokenizer
     from backend.models import load_reward_model
     from backend.ppo.value import build_value_model
-    from backend.training import lora_config
+    from backend.modes.training import lora_config
 
     store, rm = runs["store"], runs["rm"]
     tokenizer = load_tokenizer(tiny_model)

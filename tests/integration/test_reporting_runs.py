@@ -9,8 +9,8 @@ import pytest
 
 from backend import reporting
 from backend.config import build_config
-from backend.jobs import submit_run
-from backend.store import RunStore
+from backend.runs.jobs import submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 TINY = {"max_steps": 2, "max_length": 64, "lora": {"r": 2}, "per_device_train_batch_size": 2}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from backend.config import build_config
-from backend.jobs import dispatch, stop_run, submit_run
-from backend.store import RunStore
+from backend.runs.jobs import dispatch, stop_run, submit_run
+from backend.runs.store import RunStore
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
 
 def test_reward_sources_are_checked_before_a_run_starts(workspace):
     from backend.config import ConfigError
-    from backend.jobs import preflight
+    from backend.runs.jobs import preflight
 
     config = build_config({"mode": "grpo", "dataset": "demo-math",
                            "reward_sources": [{"type": "exact_match", "params": {"column": "solution"}}]})

@@ -11,7 +11,7 @@ import yaml
 
 from backend import sweeps
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 from tests.processes import leave_nothing_running
 from tests.waiting import wait_for
 

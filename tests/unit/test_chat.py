@@ -10,7 +10,7 @@ from backend import chat
 from backend.chat import ChatError, ChatModels, Sampling
 from backend.config import build_config
 from backend.models import LoadedModel, ModelCache, ModelRef
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def fake_adapter_run(store, tiny_model, mode="sft"):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.plots import add_rows, overlay_figure
-from backend.compare import MAX_COMPARED, config_differences, final_values, load_runs
+from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@ import pytest
 import yaml
 
 from backend.config import ConfigError, build_config
-from backend.distributed import check, launch_flags
+from backend.runs.distributed import check, launch_flags
 
 
 def flag(flags, name):

@@ -8,7 +8,7 @@ import pytest
 from backend.config import build_config
 from backend.export import ExportError, default_export_dir, export_run, locate, merged_exports, zip_folder
 from backend.metrics_plot import pick_metrics, render_metrics_png
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def finished_run(store, tiny_model, mode="sft", **settings):

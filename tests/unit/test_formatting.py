@@ -8,7 +8,7 @@ from app.formatting import (changed_settings, cli_command, error_markdown, eta_s
                             run_table_rows, status_line)
 from app.train_tab import format_text, preset_choices, save_preset
 from backend.config import ConfigError, RunConfig, apply_overrides, build_config, load_config
-from backend.store import Run
+from backend.runs.store import Run
 
 NOW = 1_000_000.0
 

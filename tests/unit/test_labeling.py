@@ -11,7 +11,7 @@ from backend import labeling as L
 from backend.data import DatasetError, prepare_dataset
 from backend.data.sources import source_prefixes
 from backend.labeling import LABELS_PREFIX
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 PROMPTS = ["What is 2 + 2?", "Name a colour.", "Say hello.", "Why is the sky blue?", "Count to three."]
 

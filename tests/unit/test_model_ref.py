@@ -11,7 +11,7 @@ import pytest
 
 from backend.config import build_config
 from backend.models import EMBEDDED_MODEL, ModelCache, ModelError, ModelRef, cached_model, load_model, model_key
-from backend.store import RunStore, is_run_id, new_run_id
+from backend.runs.store import RunStore, is_run_id, new_run_id
 
 
 def adapter_folder(folder, base, task="CAUSAL_LM"):

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend import labeling, monitoring
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def scrape(registry) -> dict[tuple, float]:

@@ -282,7 +282,7 @@ def tiny_rm(tiny_model, tmp_path_factory):
 def _finished_rm_run(workspace, tiny_rm, mode="rm", status="completed"):
     import shutil
 
-    from backend.store import RunStore
+    from backend.runs.store import RunStore
 
     store = RunStore(workspace)
     run = store.create_run(build_config({"mode": mode}))

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from backend.modes.rl_common import SampleRecorder
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 PROMPTS = [[{"role": "user", "content": "What is 2 + 2?"}]] * 4
 COMPLETIONS = [[{"role": "assistant", "content": text}] for text in

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from backend import jobs
+from backend.runs import jobs
 from backend.config import build_config
-from backend.store import DeleteRefused, RunStore
+from backend.runs.store import DeleteRefused, RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import pytest
 from app import runs_tab
 from app.runs_tab import RunView
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 SKIP = gr.skip()
 NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "samples_box", "samples_step",

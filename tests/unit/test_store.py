@@ -4,7 +4,7 @@ import sqlite3
 import threading
 
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 def test_runs_are_created_queued_and_listed_newest_first(tmp_path):
@@ -76,7 +76,7 @@ def test_samples_round_trip(tmp_path):
 
 
 def test_run_ids_made_in_the_same_second_never_clash(tmp_path, monkeypatch):
-    import backend.store as store_module
+    import backend.runs.store as store_module
 
     drawn = iter(["20260101-000000-aaaa", "20260101-000000-aaaa", "20260101-000000-bbbb"])
     monkeypatch.setattr(store_module, "new_run_id", lambda: next(drawn))

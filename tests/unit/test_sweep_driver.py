@@ -8,7 +8,7 @@ import time
 
 from backend import sweeps
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 SFT = {"mode": "sft", "max_steps": 3}
 

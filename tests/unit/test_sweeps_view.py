@@ -5,7 +5,7 @@ from app.sweeps_tab import (default_param, history_figure, param_from_row, row_v
                             spec_data, status_html, trials_frame)
 from backend import sweeps
 from backend.config import build_config
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 SFT_BASE = build_config({"mode": "sft", "max_steps": 2}).model_dump()
 

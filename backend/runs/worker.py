@@ -1,4 +1,4 @@
-"""The training process of one run, started by the supervisor through `accelerate launch -m backend.worker`.
+"""The training process of one run, started by the supervisor through `accelerate launch -m backend.runs.worker`.
 
 Every rank runs this; only the main process writes to the store.
 """
@@ -12,7 +12,7 @@ import traceback
 from contextlib import nullcontext
 
 from backend.core.procs import Heartbeat
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 # Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
 # rank can hang at exit forever. The trainer is kept until the process ends with os._exit, after everything
@@ -44,7 +44,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         from backend.modes import mode_module
         from transformers import PrinterCallback
 
-        from backend.training import StoreCallback, TrainContext, evaluate_at_end
+        from backend.modes.training import StoreCallback, TrainContext, evaluate_at_end
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
         model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))

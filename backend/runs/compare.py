@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from backend.config import RunConfig, field_paths, get_path
-from backend.store import Run, RunStore
+from backend.runs.store import Run, RunStore
 
 MAX_COMPARED = 8
 # Shown first in the final-values table when a run logged them; the rest follow in name order.

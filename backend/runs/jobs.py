@@ -1,7 +1,7 @@
 """Starting, queueing, watching and stopping runs.
 
 A run's processes: a detached supervisor (its own session, so it outlives the UI and the CLI), which runs
-`accelerate launch -m backend.worker` and records how the worker ended. The UI and the CLI only talk to the
+`accelerate launch -m backend.runs.worker` and records how the worker ended. The UI and the CLI only talk to the
 store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, on every
 poll and by a supervisor when its run ends, so the queue moves without a UI.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from backend.config import ConfigError, RunConfig
 from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, pid_alive, spawn_detached
 from backend.modes.registry import mode_spec
-from backend.store import Run, RunStore
+from backend.runs.store import Run, RunStore
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
 
@@ -69,7 +69,7 @@ def preflight(config: RunConfig, workspace: Path) -> None:
             locate_reward_model(config.ppo.value_init_run, Path(workspace))
         except RewardSourceError as e:
             errors.append(f"ppo.value_init_run: {e}")
-    from backend.distributed import check
+    from backend.runs.distributed import check
 
     errors += check(config, workspace)
     if errors:
@@ -128,7 +128,7 @@ def dispatch(store: RunStore) -> list[str]:
 
 
 def _spawn_supervisor(store: RunStore, run_id: str) -> None:
-    proc = spawn_detached(["-m", "backend.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
+    proc = spawn_detached(["-m", "backend.runs.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
                           log_path(store, run_id))
     store.update_run(run_id, pid=proc.pid)
 
@@ -161,11 +161,11 @@ def delete_runs(store: RunStore, run_ids: list[str]) -> list[str]:
 def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]:
     import torch
 
-    from backend.distributed import launch_flags
+    from backend.runs.distributed import launch_flags
 
     return [sys.executable, "-m", "accelerate.commands.launch",
             *launch_flags(config, workspace, cuda=torch.cuda.is_available()),
-            "-m", "backend.worker", run_id, "--workspace", str(workspace)]
+            "-m", "backend.runs.worker", run_id, "--workspace", str(workspace)]
 
 
 def supervise(run_id: str, workspace: str) -> int:

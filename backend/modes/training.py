@@ -11,7 +11,7 @@ from transformers import TrainerCallback
 
 from backend import reporting
 from backend.config import RunConfig
-from backend.store import RunStore
+from backend.runs.store import RunStore
 
 
 @dataclass
