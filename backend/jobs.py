@@ -2,16 +2,20 @@
 
 A run's processes: a detached supervisor (its own session, so it outlives the UI and the CLI), which runs
 `accelerate launch -m backend.worker` and records how the worker ended. The UI and the CLI only talk to the
-store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, on every
-poll and by a supervisor when its run ends, so the queue moves without a UI.
+store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, by a supervisor
+when its run ends and, in the UI server, by one background thread (`start_dispatcher`), so the queue moves
+without a UI and no browser's poll writes to the store.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
@@ -22,6 +26,7 @@ HEARTBEAT_STALE_S = 60.0  # a live supervisor beats every second
 LAUNCH_GRACE_S = 30.0  # a claimed run must have a supervisor pid by then
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
 _children: list[subprocess.Popen] = []  # reaped on each dispatch so dead supervisors don't linger as zombies
+log = logging.getLogger(__name__)
 
 
 def log_path(store: RunStore, run_id: str) -> Path:
@@ -153,6 +158,39 @@ def dispatch(store: RunStore) -> list[str]:
     return started
 
 
+class Dispatcher:
+    """A daemon thread that calls `dispatch(store)` (and each of `also`) every `every_s` seconds until stopped:
+    one per server process, however many browsers are open."""
+
+    def __init__(self, store: RunStore, every_s: float = 2.0, also: Sequence[Callable[[RunStore], object]] = ()):
+        self.store, self.every_s, self.also = store, every_s, list(also)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="workbench-dispatcher", daemon=True)
+
+    def _loop(self) -> None:
+        while True:
+            for step in (dispatch, *self.also):
+                try:
+                    step(self.store)
+                except Exception:  # a locked store or a bad row must not end the thread
+                    log.exception("dispatching queued runs failed")
+            if self._stop.wait(self.every_s):
+                return
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+
+def start_dispatcher(store: RunStore, every_s: float = 2.0,
+                     also: Sequence[Callable[[RunStore], object]] = ()) -> Dispatcher:
+    """Start a Dispatcher (its first pass runs at once); call `.stop()` at shutdown."""
+    d = Dispatcher(store, every_s, also)
+    d.thread.start()
+    return d
+
+
 def spawn_detached(args: list[str], log: Path) -> subprocess.Popen:
     """`python ARGS` in its own session, output appended to `log`: it survives a UI restart and a closed
     terminal, and is found again (and stopped) through the store."""
@@ -207,8 +245,6 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
 
 
 def supervise(run_id: str, workspace: str) -> int:
-    import threading
-
     store = RunStore(workspace)
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
