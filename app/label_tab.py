@@ -46,6 +46,7 @@ class LabelTab:
     open: tuple  # (fn, {inputs, outputs}) for the tab's select event: resumes on this browser's item
     remember: gr.BrowserState  # render it outside the tabs: a tab's children mount only when it is opened,
     # and the page's load event must see what the browser stored
+    ui: LabelUI
 
 
 def annotator_default(client: str) -> str:
@@ -383,4 +384,4 @@ def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, ta
     inputs = [ui.view, ui.remember]
     return LabelTab(load=(bind(on_load, ui, store), dict(inputs=inputs, outputs=load_outputs, **serial)),
                     open=(bind(on_open, ui, store), dict(inputs=inputs, outputs=open_outputs, **serial)),
-                    remember=ui.remember)
+                    remember=ui.remember, ui=ui)

@@ -78,6 +78,15 @@ def test_a_failed_run_shows_its_error(store, render):
     assert out["error"]["visible"] is True and "exited with code 1" in out["error"]["value"]
 
 
+def test_a_poll_only_reads_the_store_and_leaves_the_queue_to_the_server(store, render, monkeypatch):
+    from backend import jobs
+
+    monkeypatch.setattr(jobs, "dispatch", lambda store: pytest.fail("a browser's poll dispatched"))
+    run = store.create_run(build_config({"name": "waiting"}))
+    out = render(RunView().select(run.id))
+    assert "queued" in out["progress"] and store.get_run(run.id).status == "queued"
+
+
 def test_a_fresh_page_follows_the_active_run_else_the_newest(store):
     assert runs_tab.default_selection([]) is None
     old = store.create_run(build_config({"name": "old"}))
