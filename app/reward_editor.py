@@ -301,9 +301,13 @@ def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
         sources.append({"type": kind, "name": "", "weight": 1.0, "params": _flow(EXAMPLES.get(kind))})
         return editor.updates_for(sources)
 
-    def on_kind(kind, params):
-        new = params_on_kind_change(kind, params)
-        return (gr.skip() if new is None else new), row_help(kind, params if new is None else new)
+    def kind_changed(params_box: gr.Textbox, help_box: gr.HTML):
+        def on_kind(kind, params):
+            new = params_on_kind_change(kind, params)
+            if new is None:  # the params fit the new kind: kept as typed
+                return {help_box: row_help(kind, params)}
+            return {params_box: new, help_box: row_help(kind, new)}
+        return on_kind
 
     def remover(index: int):
         def on_remove(values: dict):
@@ -318,7 +322,7 @@ def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
     for kind, params, help_ in zip(editor.kinds, editor.params, editor.helps):
         # Only a person's edits are listened to: programmatic updates (Add, Remove, a loaded preset) set the
         # help themselves and keep their params, and a .change listener could read a row half-updated.
-        kind.input(on_kind, [kind, params], [params, help_], show_progress="hidden")
+        kind.input(kind_changed(params, help_), [kind, params], [params, help_], show_progress="hidden")
         # .input fires on key presses only; .blur also catches pasted or filled text once the box is left
         params.input(row_help, [kind, params], help_, show_progress="hidden", trigger_mode="always_last")
         params.blur(row_help, [kind, params], help_, show_progress="hidden")
