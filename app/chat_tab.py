@@ -205,57 +205,64 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
             msg = error_markdown(errors, "Cannot use this model") if errors else \
                 (f"Model {SIDES[side]}: **{html.escape(s.labels[side])}** (loads on the first prompt).{note}"
                  if specs[side] else note.strip())
-            return gr.update(value=[], label=bot_label(side, specs[side])), msg, s
+            return {bots[side]: gr.update(value=[], label=bot_label(side, specs[side])), status: msg, session: s}
         return handler
 
-    def on_send(value_a, value_b, system_text, text, n_tokens, temp, p, s: ChatSession):
-        text = (text or "").strip()
+    def on_send(values: dict):
+        s: ChatSession = values[session]
+        text = (values[prompt] or "").strip()
         if not text:
-            yield gr.skip(), gr.skip(), "Type a prompt first.", gr.skip(), s
+            yield {status: "Type a prompt first."}
             return
-        specs, errors = specs_of([value_a, value_b])
+        specs, errors = specs_of([values[picker] for picker in pickers])
         if errors or not any(specs):
-            yield gr.skip(), gr.skip(), error_markdown(errors or ["pick a model for side A or B (or both)"],
-                                                       "Cannot send"), gr.skip(), s
+            yield {status: error_markdown(errors or ["pick a model for side A or B (or both)"], "Cannot send")}
             return
+        n_tokens, temp, p = values[max_new], values[temperature], values[top_p]
         try:
             sampling = Sampling(int(n_tokens or 0), float(temp if temp is not None else -1),
                                 float(p if p is not None else 0)).check()
         except ChatError as e:
-            yield gr.skip(), gr.skip(), error_markdown([str(e)], "Cannot send"), gr.skip(), s
+            yield {status: error_markdown([str(e)], "Cannot send")}
             return
-        asked = [chat.conversation(system_text, s.histories[i], text) if sp else None for i, sp in enumerate(specs)]
+        asked = [chat.conversation(values[system], s.histories[i], text) if sp else None
+                 for i, sp in enumerate(specs)]
         s.labels = [sp.label if sp else "" for sp in specs]
         for i, sp in enumerate(specs):
             if sp:
                 s.histories[i] = s.histories[i] + [{"role": "user", "content": text},
                                                    {"role": "assistant", "content": ""}]
         previous, s.asked = s.asked, [a if a is not None else old for a, old in zip(asked, s.asked)]
-        views = lambda busy: [shown(h, busy) for h in s.histories]  # noqa: E731
+
+        def page(busy: bool, note: str, prompt_text: str | None = None) -> dict:
+            """Both conversations, the status line and (when given) the prompt box's text."""
+            out = {bots[0]: shown(s.histories[0], busy), bots[1]: shown(s.histories[1], busy), status: note, session: s}
+            return out if prompt_text is None else out | {prompt: prompt_text}
+
         try:
             loaded = []
             for i, sp in enumerate(specs):
                 if sp and not chat.MODELS.is_loaded(sp):
-                    yield *views(True), f"Loading model {SIDES[i]}: {html.escape(sp.label)}…", "", s
+                    yield page(True, f"Loading model {SIDES[i]}: {html.escape(sp.label)}…", prompt_text="")
                 loaded.append(chat.MODELS.get(sp) if sp else None)
             jobs = [(m, a) if m else None for m, a in zip(loaded, asked)]
             replies = []
-            yield *views(True), "Writing…", "", s
+            yield page(True, "Writing…", prompt_text="")
             for replies in chat.stream_replies(jobs, sampling, min_interval=0.1,
                                                interval_per_kchar=UPDATE_S_PER_KCHAR):
                 for i, r in enumerate(replies):
                     if r is not None:
                         s.histories[i][-1]["content"] = r.text  # kept as far as it got if Stop is pressed
-                yield *views(True), " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in
-                                                           enumerate(replies)) if x), "", s
+                yield page(True, " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies))
+                                            if x), prompt_text="")
         except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
             log.exception("chat generation failed")
             for i, sp in enumerate(specs):
                 if sp:
                     s.histories[i] = s.histories[i][:-2]
             s.asked = previous
-            yield *views(False), error_markdown([str(e) if isinstance(e, ValueError) else
-                                                 f"{type(e).__name__}: {e}"], "Generation failed"), text, s
+            yield page(False, error_markdown([str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"],
+                                             "Generation failed"), prompt_text=text)
             return
         failed = []
         for i, r in enumerate(replies):
@@ -268,11 +275,10 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
         stats = " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies)) if x)
         if failed:
             stats += " (the failed turn was not kept)"
-        yield *views(False), stats, gr.skip(), s
+        yield page(False, stats)
 
     def on_clear(s: ChatSession):
-        s.clear()
-        return [], [], "", s
+        return {bots[0]: [], bots[1]: [], status: "", session: s.clear()}
 
     def on_score(sources_text, columns_text, s: ChatSession):
         configs, errors = parse_sources(sources_text)
@@ -297,22 +303,22 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
 
     def on_run_sources(run_id):
         if not run_id:
-            return gr.skip(), gr.skip()
+            return gr.skip()
         try:
             configs = store.get_run(run_id).config.reward_sources
         except KeyError as e:
-            return gr.skip(), error_markdown([e.args[0]], "Cannot copy")
-        return sources_yaml(configs), f"Copied the reward sources of run {run_id}."
+            return {scores: error_markdown([e.args[0]], "Cannot copy")}
+        return {sources: sources_yaml(configs), scores: f"Copied the reward sources of run {run_id}."}
 
-    def on_train_sources(*values):
+    def on_train_sources(values: dict):
         from app.reward_editor import configs_from_values
 
-        configs, errors = configs_from_values(values)
+        configs, errors = configs_from_values(train_sources.read(values))
         if errors:
-            return gr.skip(), error_markdown(errors, "The Train tab's sources have problems")
+            return {scores: error_markdown(errors, "The Train tab's sources have problems")}
         if not configs:
-            return gr.skip(), "The Train tab has no reward sources (add some under an RL mode)."
-        return sources_yaml(configs), "Copied the Train tab's reward sources."
+            return {scores: "The Train tab has no reward sources (add some under an RL mode)."}
+        return {sources: sources_yaml(configs), scores: "Copied the Train tab's reward sources."}
 
     def on_load(value_a, value_b):
         """A fresh page: the choices, the base model on the left and the newest run's adapter on the right."""
@@ -322,32 +328,29 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
         a = value_a or (values[0] if values else None)
         b = value_b or (runs[0] if runs else None)
         specs, _ = specs_of([a, b])
-        return (gr.update(choices=opts, value=a), gr.update(choices=opts, value=b),
-                gr.update(choices=run_source_choices(store)),
-                *[gr.update(label=bot_label(i, sp)) for i, sp in enumerate(specs)])
+        return ({pickers[0]: gr.update(choices=opts, value=a), pickers[1]: gr.update(choices=opts, value=b),
+                 from_run: gr.update(choices=run_source_choices(store))}
+                | {bot: gr.update(label=bot_label(i, sp)) for i, (bot, sp) in enumerate(zip(bots, specs))})
 
     def on_refresh():
         # choices only: setting values here could undo a pick made while this event was on its way
         opts = chat.model_choices(store)
-        return gr.update(choices=opts), gr.update(choices=opts), gr.update(choices=run_source_choices(store))
+        return {pickers[0]: gr.update(choices=opts), pickers[1]: gr.update(choices=opts),
+                from_run: gr.update(choices=run_source_choices(store))}
 
     # ---- wiring ----
 
     for i, picker in enumerate(pickers):
         picker.input(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session],
                       show_progress="hidden")
-    send_args = dict(fn=on_send, inputs=[*pickers, system, prompt, max_new, temperature, top_p, session],
-                     outputs=[*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat",
-                     show_progress="hidden")
-    sent = send.click(**send_args)
-    submitted = prompt.submit(**send_args)
-    stop.click(lambda: "Stopped; the answers so far are kept.", None, status, cancels=[sent, submitted],
-               show_progress="hidden")
+    sent = gr.on([send.click, prompt.submit], on_send, {*pickers, system, prompt, max_new, temperature, top_p, session},
+                 [*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat", show_progress="hidden")
+    stop.click(lambda: "Stopped; the answers so far are kept.", None, status, cancels=[sent], show_progress="hidden")
     clear.click(on_clear, session, [*bots, status, session], show_progress="hidden")
     score.click(on_score, [sources, columns, session], scores)
     from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")
     if train_sources is not None:
-        use_train.click(on_train_sources, train_sources.inputs, [sources, scores], show_progress="hidden")
+        use_train.click(on_train_sources, set(train_sources.inputs), [sources, scores], show_progress="hidden")
     refresh.click(on_refresh, None, [*pickers, from_run], show_progress="hidden")
     return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots])),
                    refresh=(on_refresh, dict(inputs=None, outputs=[*pickers, from_run])))

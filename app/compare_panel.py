@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app.formatting import run_choices
+from app.choices import run_choices
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
 from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
@@ -52,15 +52,17 @@ def build(store: RunStore, timer: gr.Timer) -> None:
 
     outputs = [pick, plot, settings, finals, view]
 
-    def render(cv: CompareView) -> list:
+    def render(cv: CompareView) -> dict:
         runs_all = store.list_runs()
         choices = run_choices(runs_all)
-        pick_out = gr.update(choices=choices) if cv.changed("choices", choices) else gr.skip()
+        out = {view: cv}
+        if cv.changed("choices", choices):
+            out[pick] = gr.update(choices=choices)
         known = {r.id for r in runs_all}
         kept = [rid for rid in cv.run_ids if rid in known]
         if kept != cv.run_ids:  # a run deleted meanwhile drops out, from the picker too (its value must be a choice)
             cv.run_ids = kept
-            pick_out = gr.update(choices=choices, value=kept)
+            out[pick] = gr.update(choices=choices, value=kept)
         runs = load_runs(store, cv.run_ids)
         fresh = False
         for run in runs:
@@ -71,19 +73,19 @@ def build(store: RunStore, timer: gr.Timer) -> None:
                 fresh = True
         labels = [run_label(r) for r in runs]
         key = (tuple(cv.run_ids), tuple(cv.last_ids.get(r, 0) for r in cv.run_ids))
-        plot_out = (overlay_figure([(lab, cv.series.get(r.id, {})) for lab, r in zip(labels, runs)])
-                    if cv.changed("plot", key) or fresh else gr.skip())
+        if cv.changed("plot", key) or fresh:
+            out[plot] = overlay_figure([(lab, cv.series.get(r.id, {})) for lab, r in zip(labels, runs)])
         diffs = config_differences([r.config for r in runs]) if len(runs) > 1 else []
         if len(runs) > 1 and not diffs:
             diffs = [("(none)", ["same settings"] * len(runs))]
         statuses = ("status", [r.status for r in runs])
         setting_rows = [statuses, *diffs] if runs else []
-        settings_out = (_frame("setting", labels, setting_rows)
-                        if cv.changed("settings", (tuple(labels), repr(setting_rows))) else gr.skip())
+        if cv.changed("settings", (tuple(labels), repr(setting_rows))):
+            out[settings] = _frame("setting", labels, setting_rows)
         final_rows = [(n, [_number(v) for v in vals]) for n, vals in final_values(store, runs)]
-        finals_out = (_frame("metric", labels, final_rows)
-                      if cv.changed("finals", (tuple(labels), repr(final_rows))) else gr.skip())
-        return [pick_out, plot_out, settings_out, finals_out, cv]
+        if cv.changed("finals", (tuple(labels), repr(final_rows))):
+            out[finals] = _frame("metric", labels, final_rows)
+        return out
 
     def on_pick(run_ids, cv: CompareView):
         run_ids = list(run_ids or [])[:MAX_COMPARED]
@@ -97,8 +99,7 @@ def build(store: RunStore, timer: gr.Timer) -> None:
     def on_tick(cv: CompareView):
         if not cv.run_ids and "choices" in cv.shown:
             choices = run_choices(store.list_runs())
-            pick_out = gr.update(choices=choices) if cv.changed("choices", choices) else gr.skip()
-            return [pick_out, gr.skip(), gr.skip(), gr.skip(), cv]
+            return {view: cv} | ({pick: gr.update(choices=choices)} if cv.changed("choices", choices) else {})
         return render(cv)
 
     pick.change(on_pick, [pick, view], outputs, show_progress="hidden")

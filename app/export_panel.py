@@ -45,24 +45,25 @@ def build(store: RunStore, select: gr.Dropdown) -> None:
 
     def exporter(merge: bool):
         def handler(run_id, progress=gr.Progress()):
+            hidden = gr.update(value=None, visible=False)
             if not run_id:
-                return "Select a run first.", gr.update(value=None, visible=False)
+                return {status: "Select a run first.", file: hidden}
             progress(0.0, desc="Starting the export")
             try:
                 result = export.export_run(store, run_id, export.default_export_dir(store, run_id, merge),
                                            merge=merge, make_zip=True, overwrite=True,
                                            progress=lambda f, m: progress(f, desc=m))
             except export.ExportError as e:
-                return error_markdown([str(e)], "Cannot export"), gr.update(value=None, visible=False)
+                return {status: error_markdown([str(e)], "Cannot export"), file: hidden}
             except Exception as e:  # never a traceback in the page; the log has it
                 log.exception("export failed")
-                return (error_markdown([html.escape(f"{type(e).__name__}: {e}")], "Export failed"),
-                        gr.update(value=None, visible=False))
-            return result_markdown(result), gr.update(value=str(result.zip_path), visible=True)
+                return {status: error_markdown([html.escape(f"{type(e).__name__}: {e}")], "Export failed"),
+                        file: hidden}
+            return {status: result_markdown(result), file: gr.update(value=str(result.zip_path), visible=True)}
         return handler
 
     # one export at a time: a merge holds a whole model in memory
     zip_button.click(exporter(False), select, [status, file], concurrency_limit=1, concurrency_id="export")
     merge_button.click(exporter(True), select, [status, file], concurrency_limit=1, concurrency_id="export")
-    select.change(lambda _: ("", gr.update(value=None, visible=False)), select, [status, file],
+    select.change(lambda: {status: "", file: gr.update(value=None, visible=False)}, None, [status, file],
                   show_progress="hidden")

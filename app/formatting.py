@@ -75,10 +75,6 @@ def run_table_rows(runs: list[Run], now: float | None = None) -> list[list[str]]
              fmt_duration(run_duration(r, now)), r.id] for r in runs]
 
 
-def run_choices(runs: list[Run]) -> list[tuple[str, str]]:
-    return [(f"{r.name} · {r.id}", r.id) for r in runs]
-
-
 def _status_word(run: Run) -> str:
     if run.status == "running" and run.stop_requested:
         return "running (stopping)"

@@ -182,8 +182,9 @@ class SettingsForm:
     """Every setting's component, in schema order, and the conversions between their values and a config.
 
     A setting is one component, except a list of reward sources, which is a RewardSourcesEditor of several
-    (one row per source). `inputs` lists them all flat; `pack` turns their values back into one value per
-    setting, the form `config_from_values` reads.
+    (one row per source). `inputs` lists them all flat (wire them as a set: the handler gets one
+    {component: value} dict); `pack` turns their values back into one value per setting, the form
+    `config_from_values` reads.
     """
 
     components: dict[str, gr.Component | RewardSourcesEditor]
@@ -210,9 +211,11 @@ class SettingsForm:
             out += c.outputs if isinstance(c, RewardSourcesEditor) else [c]
         return out
 
-    def pack(self, values: Sequence) -> list:
-        """Values of `inputs` -> one value per setting (in PATHS order)."""
-        values, out, i = list(values), [], 0
+    def pack(self, values: dict | Sequence) -> list:
+        """Values of `inputs` (an event's {component: value} dict, or a list in `inputs` order) -> one value
+        per setting (in PATHS order)."""
+        values = [values[c] for c in self.inputs] if isinstance(values, dict) else list(values)
+        out, i = [], 0
         for c in self.components.values():
             if isinstance(c, RewardSourcesEditor):
                 n = len(c.inputs)
@@ -225,15 +228,15 @@ class SettingsForm:
             raise ValueError(f"expected {i} values, got {len(values)}")
         return out
 
-    def config_from(self, values: Sequence) -> RunConfig:
+    def config_from(self, values: dict | Sequence) -> RunConfig:
         """A RunConfig from the values of `inputs`; ConfigError lists every bad field."""
         return config_from_values(self.pack(values))
 
-    def updates_from(self, config: RunConfig) -> list:
-        """Values for `outputs` that show `config`."""
-        out = []
+    def updates_from(self, config: RunConfig) -> dict:
+        """{component: update} for `outputs` that shows `config`."""
+        out = {}
         for c, value in zip(self.components.values(), values_from_config(config)):
-            out += c.updates_for(value) if isinstance(c, RewardSourcesEditor) else [value]
+            out |= c.updates_for(value) if isinstance(c, RewardSourcesEditor) else {c: value}
         return out
 
     def _mode_paths(self) -> list[str]:
@@ -250,10 +253,11 @@ class SettingsForm:
         """The components and section blocks whose visibility depends on the training mode."""
         return [self._shown(p) for p in self._mode_paths()] + [s.container for s in self._mode_sections()]
 
-    def mode_updates(self, mode: str) -> list:
+    def mode_updates(self, mode: str) -> dict:
         """Visibility updates for `mode_outputs()`: only the settings that apply to `mode` are shown."""
-        return ([gr.update(visible=shown_for(p, mode)) for p in self._mode_paths()]
-                + [gr.update(visible=any(shown_for(p, mode) for p in s.paths)) for s in self._mode_sections()])
+        return ({self._shown(p): gr.update(visible=shown_for(p, mode)) for p in self._mode_paths()}
+                | {s.container: gr.update(visible=any(shown_for(p, mode) for p in s.paths))
+                   for s in self._mode_sections()})
 
 
 def data_from_values(values: Sequence) -> tuple[dict, list[str]]:

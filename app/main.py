@@ -6,6 +6,7 @@ browser or restarting the UI never stops a run. Per-browser state lives in gr.St
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 # Before gradio is imported: no analytics calls, and no Hub requests from gradio or its client.
@@ -16,12 +17,16 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import chat_tab, label_tab, playground_tab, runs_tab, sweeps_tab, train_tab  # noqa: E402
+from app import chat_tab, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab, train_tab  # noqa: E402
+from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
+from backend import sweeps  # noqa: E402
+from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
 
 TITLE = "RL post-training workbench"
 POLL_SECONDS = 1.5
+DISPATCH_SECONDS = 2.0  # how often the server starts queued runs and marks dead workers and sweep drivers
 _SYSTEM_FONTS = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"]
 _MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
 
@@ -92,8 +97,11 @@ def build_app(workspace: str | Path) -> gr.Blocks:
                 fields = train.form.components
                 label = label_tab.build(store, timer, {k: fields[k] for k in ("mode", "dataset", "model")}, tabs)
 
-        train.start_event.then(lambda run_id: runs_tab.follow(store, run_id), train.started, [runs.select, tabs],
-                               show_progress="hidden")
+        def follow(run_id):
+            """After Start: select the new run in the Runs tab and open that tab (nothing when none started)."""
+            return {runs.select: run_selection(store, run_id), tabs: gr.Tabs(selected="runs")} if run_id else gr.skip()
+
+        train.start_event.then(follow, train.started, [runs.select, tabs], show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         demo.load(preview_fn, **preview_io, show_progress="hidden")
@@ -130,13 +138,29 @@ def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
     return Route("/metrics", metrics, methods=["GET"])
 
 
+def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
+    """The server's lifespan: one dispatcher thread while it serves (backend.runs.jobs.start_dispatcher), so queued
+    runs start and dead workers and sweep drivers are marked failed however many browsers are open, and
+    their polls only read the store."""
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        dispatcher = jobs.start_dispatcher(RunStore(workspace), every_s, also=[sweeps.reconcile_sweeps])
+        try:
+            yield
+        finally:
+            dispatcher.stop()
+
+    return lifespan
+
+
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
               auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False):
     demo = build_app(workspace)
     demo.queue(default_concurrency_limit=4)
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,
-                       theme=theme(), css=CSS + label_tab.CSS, ssr_mode=False, show_error=False,
-                       footer_links=["settings"], js=label_tab.KEYBOARD_JS,
+                       theme=theme(), css=CSS + label_layout.CSS, ssr_mode=False, show_error=False,
+                       footer_links=["settings"], js=label_layout.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
-                       app_kwargs={"routes": [metrics_route(workspace, auth)]},  # Gradio's own routes follow
+                       app_kwargs={"routes": [metrics_route(workspace, auth)],  # Gradio's own routes follow
+                                   "lifespan": dispatching(workspace)},
                        allowed_paths=[str(Path(workspace).resolve() / "exports")])  # export downloads

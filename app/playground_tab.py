@@ -15,9 +15,9 @@ import gradio as gr
 import pandas as pd
 
 from app import forms, reward_editor
+from app.choices import REPO_PRESETS, dataset_choices, model_choices
 from app.formatting import error_markdown, score_table_widths
 from app.reward_editor import RewardSourcesEditor
-from app.train_tab import REPO_PRESETS, dataset_choices, model_choices
 from backend import playground
 from backend.config import ConfigError, load_config
 from backend.runs.store import RunStore
@@ -130,59 +130,62 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> 
         except ValueError as e:  # PlaygroundError, DatasetError
             return f'<div class="wb-help-error">{html.escape(str(e))}</div>'
 
-    def on_generate(spec, first_row, n_prompts, model_spec, n, max_tokens, temp):
+    def on_generate(values: dict):
         try:
-            prompts = playground.select_prompts(spec, workspace, first_row, n_prompts)
-            steps = playground.generate_completions([p.prompt for p in prompts], model_spec, n or 1,
-                                                    max_tokens or 1, 1.0 if temp is None else temp)
+            prompts = playground.select_prompts(values[dataset], workspace, values[first], values[count])
+            temp = values[temperature]
+            steps = playground.generate_completions([p.prompt for p in prompts], values[model], values[num] or 1,
+                                                    values[max_new] or 1, 1.0 if temp is None else temp)
             for p in steps:
                 done = p.done == p.total and p.completions
                 text = (f"{p.message}. Now **Score** them." if done else f"{p.message}…")
-                yield text, playground.join_completions(p.completions) if p.completions else gr.skip()
+                yield {status: text} | ({completions: playground.join_completions(p.completions)}
+                                        if p.completions else {})
         except ValueError as e:  # PlaygroundError, DatasetError, ModelError
-            yield error_markdown([str(e)], "Cannot generate"), gr.skip()
+            yield {status: error_markdown([str(e)], "Cannot generate")}
         except Exception as e:  # never a traceback in the page; the log has it
             log.exception("generating completions failed")
-            yield error_markdown([f"{type(e).__name__}: {e}"], "Generation failed"), gr.skip()
+            yield {status: error_markdown([f"{type(e).__name__}: {e}"], "Generation failed")}
 
     def on_model(model_spec):
         if playground.MODELS.release(keep=model_spec):
             return "Released the previously loaded model; the next Generate loads this one."
         return gr.skip()
 
-    def on_score(spec, first_row, n_prompts, text, *editor_values):
-        configs, errors = reward_editor.configs_from_values(editor_values)
+    def on_score(values: dict):
+        configs, errors = reward_editor.configs_from_values(editor.read(values))
         if errors:
-            return error_markdown(errors, "Cannot score"), gr.skip()
+            return {summary: error_markdown(errors, "Cannot score")}
         try:
             from backend.rewards import validate_sources
 
-            prompts = playground.select_prompts(spec, workspace, first_row, n_prompts)
-            texts = playground.split_completions(text)
+            prompts = playground.select_prompts(values[dataset], workspace, values[first], values[count])
+            texts = playground.split_completions(values[completions])
             groups = playground.assign_completions(len(texts), len(prompts))
             columns = ["prompt", *prompts[0].columns] if prompts else []
             if problems := validate_sources(configs, columns, workspace):
-                return error_markdown(problems, "Cannot score"), gr.skip()
+                return {summary: error_markdown(problems, "Cannot score")}
             result = playground.score(configs, prompts, texts, workspace, groups)
         except ValueError as e:  # PlaygroundError, DatasetError, RewardSourceError
-            return error_markdown([str(e)], "Cannot score"), gr.skip()
+            return {summary: error_markdown([str(e)], "Cannot score")}
         except Exception as e:
             log.exception("scoring completions failed")
-            return error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed"), gr.skip()
+            return {summary: error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed")}
         widths = score_table_widths(len(result.stats), step_column=False)
-        return summary_markdown(result), gr.update(value=result_frame(result), column_widths=widths)
+        return {summary: summary_markdown(result), table: gr.update(value=result_frame(result), column_widths=widths)}
 
     # ---- wiring ----
 
     prompt_io = dict(inputs=[dataset, first, count], outputs=prompt_list)
-    for trigger in (dataset.change, first.change, count.change):
-        trigger(on_prompts, **prompt_io, show_progress="hidden", trigger_mode="always_last")
-    generate.click(on_generate, [dataset, first, count, model, num, max_new, temperature], [status, completions],
+    gr.on([dataset.change, first.change, count.change], on_prompts, **prompt_io, show_progress="hidden",
+          trigger_mode="always_last")
+    generate.click(on_generate, {dataset, first, count, model, num, max_new, temperature}, [status, completions],
                    concurrency_limit=1, concurrency_id="playground-generate")
     model.change(on_model, model, status, show_progress="hidden")
-    score.click(on_score, [dataset, first, count, completions, *editor.inputs], [summary, table])
+    score.click(on_score, {dataset, first, count, completions, *editor.inputs}, [summary, table])
     if train_sources is not None:
-        use_train.click(editor.copy_from, train_sources.inputs, editor.outputs, show_progress="hidden")
+        use_train.click(lambda values: editor.copy_from(train_sources.read(values)), set(train_sources.inputs),
+                        editor.outputs, show_progress="hidden")
     return PlaygroundTab(sources=editor, load=(on_prompts, prompt_io))
 
 

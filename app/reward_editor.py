@@ -9,7 +9,8 @@ every control keeps a stable elem_id (`reward-type-0`, `reward-params-1`, ...) a
 typing is never lost to a re-render. A slot whose kind is empty is unused; used slots are always the first
 ones (Remove moves the rows below it up).
 
-Values travel as one list per editor, in slot order: kind, name, weight, params text for each slot.
+Values travel as one list per editor, in slot order: kind, name, weight, params text for each slot (`read`
+takes them out of an event's {component: value} dict).
 `sources_from_values` turns them into source dicts (params still as text), `parse_sources` into dicts
 the run config validates, and `updates_for` does the reverse for loading a preset.
 """
@@ -225,14 +226,20 @@ class RewardSourcesEditor:
         """`inputs`, then each slot's row (shown or hidden) and help: what `updates_for` fills."""
         return [*self.inputs, *self.rows, *self.helps]
 
-    def updates_for(self, sources: Sequence) -> list:
+    def read(self, values: dict) -> list:
+        """This editor's values in slot order, out of an event's {component: value} dict."""
+        return [values[c] for c in self.inputs]
+
+    def updates_for(self, sources: Sequence) -> dict:
+        """{component: update} for `outputs` that shows `sources`."""
         values = values_for(sources)
         rows = rows_of(values)
-        return [*values, *[gr.update(visible=bool(r[0])) for r in rows], *[row_help(r[0], r[3]) for r in rows]]
+        return (dict(zip(self.inputs, values)) | {row: gr.update(visible=bool(r[0])) for row, r in zip(self.rows, rows)}
+                | {h: row_help(r[0], r[3]) for h, r in zip(self.helps, rows)})
 
-    def copy_from(self, *values) -> list:
-        """Updates showing the rows of another editor, given its values (the playground's "use the Train
-        tab's sources")."""
+    def copy_from(self, values: Sequence) -> dict:
+        """Updates showing the rows of another editor, given its values in slot order (the playground's "use
+        the Train tab's sources")."""
         return self.updates_for(sources_from_values(values))
 
 
@@ -285,33 +292,37 @@ def _kinds_markdown() -> str:
 def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
     slot_outputs = editor.outputs
 
-    def on_add(new_kind, *values):
-        sources = sources_from_values(values)
+    def on_add(values: dict):
+        sources = sources_from_values(editor.read(values))
         if len(sources) >= MAX_SOURCES:
             gr.Warning(f"At most {MAX_SOURCES} reward sources.")
-            return [gr.skip()] * len(slot_outputs)
-        kind = new_kind or DEFAULT_KIND
+            return gr.skip()  # skips every output (an empty dict would not)
+        kind = values[editor.add_kind] or DEFAULT_KIND
         sources.append({"type": kind, "name": "", "weight": 1.0, "params": _flow(EXAMPLES.get(kind))})
         return editor.updates_for(sources)
 
-    def on_kind(kind, params):
-        new = params_on_kind_change(kind, params)
-        return (gr.skip() if new is None else new), row_help(kind, params if new is None else new)
+    def kind_changed(params_box: gr.Textbox, help_box: gr.HTML):
+        def on_kind(kind, params):
+            new = params_on_kind_change(kind, params)
+            if new is None:  # the params fit the new kind: kept as typed
+                return {help_box: row_help(kind, params)}
+            return {params_box: new, help_box: row_help(kind, new)}
+        return on_kind
 
     def remover(index: int):
-        def on_remove(*values):
-            rows = rows_of(values)
+        def on_remove(values: dict):
+            rows = rows_of(editor.read(values))
             del rows[index]
             return editor.updates_for([{"type": k, "name": n, "weight": w, "params": p} for k, n, w, p in rows if k])
         return on_remove
 
-    editor.add.click(on_add, [editor.add_kind, *editor.inputs], slot_outputs, show_progress="hidden")
+    editor.add.click(on_add, {editor.add_kind, *editor.inputs}, slot_outputs, show_progress="hidden")
     for i, button in enumerate(removes):
-        button.click(remover(i), editor.inputs, slot_outputs, show_progress="hidden")
+        button.click(remover(i), set(editor.inputs), slot_outputs, show_progress="hidden")
     for kind, params, help_ in zip(editor.kinds, editor.params, editor.helps):
         # Only a person's edits are listened to: programmatic updates (Add, Remove, a loaded preset) set the
         # help themselves and keep their params, and a .change listener could read a row half-updated.
-        kind.input(on_kind, [kind, params], [params, help_], show_progress="hidden")
+        kind.input(kind_changed(params, help_), [kind, params], [params, help_], show_progress="hidden")
         # .input fires on key presses only; .blur also catches pasted or filled text once the box is left
         params.input(row_help, [kind, params], help_, show_progress="hidden", trigger_mode="always_last")
         params.blur(row_help, [kind, params], help_, show_progress="hidden")

@@ -1,23 +1,25 @@
 """The Runs tab: every run in the store, and for the selected one its progress, live metric plots, log,
 error and adapter; for RL runs also live samples (prompt, completion, each reward source's score).
 
-Live updates come from a gr.Timer. Each browser session keeps a RunView in gr.State: the metric series
-and samples fetched so far and the last id of each, so a poll reads only newer rows (`store.metrics_since`,
-`store.samples_since`), and what it last sent to each component, so unchanged components are skipped
-instead of re-sent.
+Live updates come from a gr.Timer whose poll only reads the store (the server's dispatcher thread moves the
+queue). Each browser session keeps a RunView in gr.State: the metric series and samples fetched so far and the
+last id of each, so a poll reads only newer rows (`store.metrics_since`, `store.samples_since`), and what it
+last sent to each component, so unchanged components are left out of the update instead of re-sent.
 """
 from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gradio as gr
 import pandas as pd
 
 from app import compare_panel, export_panel
-from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_choices, run_table_rows,
-                            sample_sources, sample_step_choices, sample_table_rows, score_table_widths)
+from app.choices import run_choices, run_selection
+from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_table_rows, sample_sources,
+                            sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
 from app.view_state import SentValues
 from backend import reporting
@@ -52,7 +54,7 @@ class RunView(SentValues):
 class RunsTab:
     select: gr.Dropdown
     outputs: list
-    render: object  # fn(view) -> values for outputs
+    render: Callable[[RunView], dict]  # view -> {component: update} for outputs, the unchanged left out
 
 
 def default_selection(runs: list[Run]) -> str | None:
@@ -122,81 +124,84 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
                samples_table, note, delete, confirm, view]
 
-    def render_manage(v: RunView, run: Run | None) -> list:
-        """Values for note, delete and confirm: an active run can't be deleted; the note follows the store."""
+    def render_manage(v: RunView, run: Run | None) -> dict:
+        """Note, delete and confirm: an active run can't be deleted; the note follows the store."""
         deletable = run is not None and not run.active
         v.confirm_delete = v.confirm_delete and deletable
-        note_key = (run.id, run.note) if run else None
-        return [gr.update(value=run.note if run else "", interactive=run is not None)
-                if v.changed("note", note_key) else gr.skip(),
-                gr.update(interactive=deletable) if v.changed("delete", deletable) else gr.skip(),
-                gr.update(visible=v.confirm_delete, value=f"Confirm: delete {run.name}" if run else "Confirm delete")
-                if v.changed("confirm", (v.confirm_delete, run and run.name)) else gr.skip()]
+        out = {}
+        if v.changed("note", (run.id, run.note) if run else None):
+            out[note] = gr.update(value=run.note if run else "", interactive=run is not None)
+        if v.changed("delete", deletable):
+            out[delete] = gr.update(interactive=deletable)
+        if v.changed("confirm", (v.confirm_delete, run and run.name)):
+            out[confirm] = gr.update(visible=v.confirm_delete,
+                                     value=f"Confirm: delete {run.name}" if run else "Confirm delete")
+        return out
 
-    def render_samples(v: RunView, run: Run | None) -> list:
-        """Values for samples_box, samples_step and samples_table (read only samples newer than the last)."""
+    def render_samples(v: RunView, run: Run | None) -> dict:
+        """The samples box, its step filter and table (reads only samples newer than the last)."""
         if run is None or run.mode not in RL_MODES:
-            return [gr.update(visible=False) if v.changed("samples_box", False) else gr.skip(), gr.skip(),
-                    gr.skip()]
+            return {samples_box: gr.update(visible=False)} if v.changed("samples_box", False) else {}
         new = store.samples_since(run.id, v.last_sample_id)
         if new:
             v.samples = (v.samples + new)[-SAMPLES_KEPT:]
             v.last_sample_id = new[-1]["id"]
-        box = gr.update(visible=True) if v.changed("samples_box", True) else gr.skip()
+        out = {samples_box: gr.update(visible=True)} if v.changed("samples_box", True) else {}
         steps = sample_step_choices(v.samples)
         if v.sample_step not in {value for _, value in steps}:
             v.sample_step = ALL_STEPS
-        step_key = (tuple(steps), v.sample_step)
-        step_out = gr.update(choices=steps, value=v.sample_step) if v.changed("sample_steps", step_key) else gr.skip()
+        if v.changed("sample_steps", (tuple(steps), v.sample_step)):
+            out[samples_step] = gr.update(choices=steps, value=v.sample_step)
         sources = sample_sources(v.samples, configured_sources(run))
-        if not v.changed("samples_table", (v.last_sample_id, v.sample_step, tuple(sources))):
-            return [box, step_out, gr.skip()]
-        frame = samples_frame(sample_table_rows(v.samples, sources, v.sample_step), sources)
-        return [box, step_out, gr.update(value=frame, column_widths=score_table_widths(len(sources), step_column=True))]
+        if v.changed("samples_table", (v.last_sample_id, v.sample_step, tuple(sources))):
+            frame = samples_frame(sample_table_rows(v.samples, sources, v.sample_step), sources)
+            out[samples_table] = gr.update(value=frame, column_widths=score_table_widths(len(sources),
+                                                                                       step_column=True))
+        return out
 
-    def render(v: RunView):
-        """Values for `outputs`, with gr.skip() wherever the page already shows the same thing."""
+    def render(v: RunView) -> dict:
+        """Updates for `outputs`, leaving out whatever the page already shows."""
         now = time.time()
         runs = store.list_runs()
         rows = run_table_rows(runs, now)
-        table_out = pd.DataFrame(rows, columns=RUN_COLUMNS) if v.changed("table", rows) else gr.skip()
+        out = {view: v}
+        if v.changed("table", rows):
+            out[table] = pd.DataFrame(rows, columns=RUN_COLUMNS)
         choices = run_choices(runs)
-        select_out = gr.update(choices=choices) if v.changed("choices", choices) else gr.skip()
+        if v.changed("choices", choices):
+            out[select] = gr.update(choices=choices)
         run = next((r for r in runs if r.id == v.run_id), None)
         if run is None:
             v.run_id = None
-            rest = [progress_html(None), figure_from_series({}), log_html(""), gr.update(value="", visible=False),
-                    gr.update(value="", info=None), ""]
-            rest = [value if v.changed(key, "none") else gr.skip() for key, value in
-                    zip(("progress", "plot", "log", "error", "adapter", "config"), rest)]
-            return [table_out, select_out, *rest, *render_samples(v, None), *render_manage(v, None), v]
+            empty = {progress: progress_html(None), plot: figure_from_series({}), log_tail: log_html(""),
+                     error: gr.update(value="", visible=False), adapter: gr.update(value="", info=None), config: ""}
+            keys = ("progress", "plot", "log", "error", "adapter", "config")
+            out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, "none")}
+            return out | render_samples(v, None) | render_manage(v, None)
         new = store.metrics_since(run.id, v.last_id)
         if new:
             add_rows(v.series, new)
             v.last_id = new[-1]["id"]
-        plot_out = figure_from_series(v.series) if v.changed("plot", v.last_id) else gr.skip()
+        if v.changed("plot", v.last_id):
+            out[plot] = figure_from_series(v.series)
         html = progress_html(run, now)
+        if v.changed("progress", html):
+            out[progress] = html
         # an ended run's log is final once its supervisor has written the last lines (a few seconds)
         settled = not run.active and run.finished_at and now - run.finished_at > LOG_SETTLE_S
         tail = v.shown["log"] if settled and "log" in v.shown else jobs.log_tail(store, run.id, LOG_LINES)
+        if v.changed("log", tail):
+            out[log_tail] = log_html(tail)
         err = _error_markdown(run)
-        cfg = to_yaml(run.config)
+        if v.changed("error", err):
+            out[error] = gr.update(value=err, visible=bool(err))
         logs_at = reporting.locations(run.config.report_to, store.run_dir(run.id), store.workspace)  # under adapter
-        return [table_out, select_out,
-                html if v.changed("progress", html) else gr.skip(),
-                plot_out,
-                log_html(tail) if v.changed("log", tail) else gr.skip(),
-                gr.update(value=err, visible=bool(err)) if v.changed("error", err) else gr.skip(),
-                gr.update(value=run.adapter_path or "", info=logs_at)
-                if v.changed("adapter", (run.adapter_path, logs_at)) else gr.skip(),
-                cfg if v.changed("config", cfg) else gr.skip(),
-                *render_samples(v, run),
-                *render_manage(v, run),
-                v]
-
-    def on_tick(v: RunView):
-        jobs.dispatch(store)  # reconciles dead workers and starts queued runs, even with no CLI around
-        return render(v)
+        if v.changed("adapter", (run.adapter_path, logs_at)):
+            out[adapter] = gr.update(value=run.adapter_path or "", info=logs_at)
+        cfg = to_yaml(run.config)
+        if v.changed("config", cfg):
+            out[config] = cfg
+        return out | render_samples(v, run) | render_manage(v, run)
 
     def on_select(run_id, v: RunView):
         return render(v.select(run_id or None))
@@ -255,13 +260,11 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         i = ids.index(v.run_id)
         rest = ids[:i] + ids[i + 1:]
         after = rest[min(i, len(rest) - 1)] if rest else None  # the next run in the table, else the one above
-        out = render(v.select(after))
-        out[outputs.index(select)] = gr.update(choices=run_choices(store.list_runs()), value=after)
-        return out
+        return render(v.select(after)) | {select: run_selection(store, after)}
 
-    timer.tick(on_tick, view, outputs, show_progress="hidden")
-    note.blur(on_note, [note, view], None, show_progress="hidden")
-    note.submit(on_note, [note, view], None, show_progress="hidden")
+    # the poll only reads the store: the server's dispatcher thread (backend.runs.jobs.start_dispatcher) moves the queue
+    timer.tick(render, view, outputs, show_progress="hidden")
+    gr.on([note.blur, note.submit], on_note, [note, view], None, show_progress="hidden")
     delete.click(on_delete, view, outputs, show_progress="hidden")
     confirm.click(on_confirm_delete, view, outputs)
     select.change(on_select, [select, view], outputs, show_progress="hidden")
@@ -271,13 +274,5 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     return RunsTab(select=select, outputs=outputs, render=render)
 
 
-def follow(store: RunStore, run_id: str | None):
-    """After Start: select the new run in the Runs tab and open that tab (skip when nothing started)."""
-    if not run_id:
-        return gr.skip(), gr.skip()
-    return gr.update(choices=run_choices(store.list_runs()), value=run_id), gr.Tabs(selected="runs")
-
-
 def initial_selection(store: RunStore):
-    runs = store.list_runs()
-    return gr.update(choices=run_choices(runs), value=default_selection(runs))
+    return run_selection(store, default_selection(store.list_runs()))

@@ -3,8 +3,8 @@
 A sweep is a base run config (a preset, edited as YAML), a few settings to search (rows; each field's kind
 and range default from the schema and the base's value) and an objective. Its driver runs detached
 (backend/sweeps.py): closing the page never stops it. Each trial is an ordinary run, so clicking a trial opens
-it in the Runs tab. Like the Runs tab, a gr.Timer re-renders the selected sweep and gr.skip()s whatever the
-page already shows.
+it in the Runs tab. Like the Runs tab, a gr.Timer re-renders the selected sweep, leaving out of the update
+whatever the page already shows; the poll only reads the store.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import functools
 import html
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_origin
 
@@ -21,12 +21,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import yaml
 
-from app import runs_tab
+from app.choices import preset_choices, run_selection
 from app.formatting import fmt_time
 from app.forms import FIELDS, bounds
 from app.plots import empty_figure
-from app.runs_tab import RunView
-from app.train_tab import preset_choices
+from app.view_state import SentValues
 from backend import sweeps
 from backend.runs import jobs
 from backend.config import ConfigError, build_config, choices, get_path, to_yaml
@@ -212,12 +211,10 @@ def sweep_preset_choices() -> list[tuple[str, str]]:
 
 
 @dataclass
-class SweepView:
-    """Per browser session: the selected sweep and what the page last showed (to skip unchanged outputs)."""
+class SweepView(SentValues):
+    """Per browser session: the selected sweep and what the page last showed (to leave unchanged outputs out)."""
 
     sweep_id: str | None = None
-    shown: dict = field(default_factory=dict)
-    changed = RunView.changed  # the Runs tab's bookkeeping: True (and remembered) when a value differs
 
 
 # ---- layout and events ----
@@ -319,122 +316,127 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
     outputs = [sweeps_table, select, status, trials_table, history, best_yaml, view]
     row_inputs = [c for comps, _ in rows for c in comps]
 
-    def render(v: SweepView):
+    def render(v: SweepView) -> dict:
         now = time.time()
         all_sweeps = sweeps.list_sweeps(store)
         if v.sweep_id not in {s.id for s in all_sweeps}:
             v.sweep_id = next((s.id for s in all_sweeps if s.active), all_sweeps[0].id if all_sweeps else None)
+        out = {view: v}
         table = sweep_table_rows(store, all_sweeps, now)
-        table_out = pd.DataFrame(table, columns=SWEEP_COLUMNS) if v.changed("table", table) else gr.skip()
+        if v.changed("table", table):
+            out[sweeps_table] = pd.DataFrame(table, columns=SWEEP_COLUMNS)
         select_choices = [(f"{s.name} · {s.id}", s.id) for s in all_sweeps]
-        select_out = gr.update(choices=select_choices, value=v.sweep_id) \
-            if v.changed("select", (select_choices, v.sweep_id)) else gr.skip()
+        if v.changed("select", (select_choices, v.sweep_id)):
+            out[select] = gr.update(choices=select_choices, value=v.sweep_id)
         sweep = next((s for s in all_sweeps if s.id == v.sweep_id), None)
         trials = sweeps.list_trials(store, sweep.id) if sweep else []
         rows_now = sweeps.trial_rows(store, sweep, trials) if sweep else []
-        key = (v.sweep_id, str(rows_now))
-        trials_out = trials_frame(store, sweep, trials) if v.changed("trials", key) else gr.skip()
-        plot_key = (v.sweep_id, [(t.number, t.status, t.value) for t in trials])
-        plot_out = history_figure(sweep, trials) if v.changed("plot", plot_key) else gr.skip()
+        if v.changed("trials", (v.sweep_id, str(rows_now))):
+            out[trials_table] = trials_frame(store, sweep, trials)
+        if v.changed("plot", (v.sweep_id, [(t.number, t.status, t.value) for t in trials])):
+            out[history] = history_figure(sweep, trials)
         done = tuple(t.number for t in trials if t.status == "completed")
         stat = status_html(sweep, trials, _importances(store, sweep, done) if sweep else None)
+        if v.changed("status", stat):
+            out[status] = stat
         best = sweeps.best_trial(sweep.spec, trials) if sweep else None
         best_text = to_yaml(sweeps.trial_config(sweep.spec, best.params, name=f"{sweep.name} best")) if best else ""
-        return [table_out, select_out, stat if v.changed("status", stat) else gr.skip(), trials_out, plot_out,
-                best_text if v.changed("best", best_text) else gr.skip(), v]
-
-    def on_tick(v: SweepView):
-        sweeps.reconcile_sweeps(store)
-        return render(v)
+        if v.changed("best", best_text):
+            out[best_yaml] = best_text
+        return out
 
     def on_select(sweep_id, v: SweepView):
         return render(SweepView(sweep_id=sweep_id or None, shown={"table": v.shown.get("table")}))
 
     def on_table_select(evt: gr.SelectData, v: SweepView):
         row = evt.row_value or []
-        return on_select(row[-1], v) if row else [gr.skip()] * (len(outputs) - 1) + [v]
+        return on_select(row[-1], v) if row else gr.skip()
+
+    def open_run(run_id: str | None) -> dict:
+        """Select the run in the Runs tab and open that tab."""
+        return {runs_select: run_selection(store, run_id), tabs: gr.Tabs(selected="runs")}
 
     def on_trial_select(evt: gr.SelectData):
         row = evt.row_value or []
         run_id = row[-1] if row else None
-        return runs_tab.follow(store, run_id if run_id and run_id != "-" else None)
-
-    def on_base_preset(path):
-        return base_text_for(path)
+        return open_run(run_id) if run_id and run_id != "-" else gr.skip()
 
     def on_base_change(text, current_metric, shown_mode):
         """The base's mode decides which settings and metrics are offered (re-offered only when it changes)."""
         try:
             config = build_config(parse_base(text))
         except ConfigError:
-            return [gr.skip()] * (MAX_PARAMS + 2)
+            return gr.skip()
         if config.mode == shown_mode:
-            return [gr.skip()] * (MAX_PARAMS + 2)
-        fields = gr.update(choices=searchable_fields(config.mode))
+            return gr.skip()
         metrics = sweeps.objective_metrics(config)
-        metric_out = gr.update(choices=metrics, value=current_metric if current_metric in metrics else "loss")
-        return [fields] * MAX_PARAMS + [metric_out, config.mode]
+        return ({comps[0]: gr.update(choices=searchable_fields(config.mode)) for comps, _ in rows}
+                | {metric: gr.update(choices=metrics, value=current_metric if current_metric in metrics else "loss"),
+                   base_mode_shown: config.mode})
 
-    def on_field(path, text):
-        if not path or path not in FIELDS:
-            return [gr.skip()] * 4
-        try:
-            base = build_config(parse_base(text)).model_dump()
-        except ConfigError:
-            base = build_config({}).model_dump()
-        return row_values(default_param(path, base))[1:]
+    def field_defaults(comps: list):
+        """A row's setting was picked: its kind and range default from the schema and the base's value."""
+        def on_field(path, text):
+            if not path or path not in FIELDS:
+                return gr.skip()
+            try:
+                base = build_config(parse_base(text)).model_dump()
+            except ConfigError:
+                base = build_config({}).model_dump()
+            return dict(zip(comps[1:], row_values(default_param(path, base))[1:]))
+        return on_field
 
-    def on_metric(metric_name):
-        return sweeps.default_direction(metric_name or "")
-
-    def shown_rows(params: list[dict | None]) -> list:
+    def shown_rows(params: list[dict | None]) -> dict:
         params = [p for p in params if p][:MAX_PARAMS]
         values = [x for i in range(MAX_PARAMS) for x in row_values(params[i] if i < len(params) else None)]
         n = max(1, len(params))
-        return [*values, *[gr.update(visible=i < n) for i in range(MAX_PARAMS)], n]
+        return (dict(zip(row_inputs, values)) | {box: gr.update(visible=i < n) for i, box in enumerate(row_boxes)}
+                | {count: n})
 
-    def current_rows(values) -> list[dict | None]:
-        return [param_from_row(*values[i * 5:(i + 1) * 5]) for i in range(MAX_PARAMS)]
+    def current_rows(values: dict) -> list[dict | None]:
+        return [param_from_row(*(values[c] for c in comps)) for comps, _ in rows]
 
     def on_add(n):
         if n >= MAX_PARAMS:
             gr.Warning(f"At most {MAX_PARAMS} settings in one sweep.")
-            return [gr.skip()] * (MAX_PARAMS + 1)
-        return [*[gr.update(visible=i <= n) for i in range(MAX_PARAMS)], n + 1]
+            return gr.skip()
+        return {box: gr.update(visible=i <= n) for i, box in enumerate(row_boxes)} | {count: n + 1}
 
     def remover(index: int):
-        def on_remove(n, *values):
-            params = current_rows(values)[:n]
+        def on_remove(values: dict):
+            params = current_rows(values)[:values[count]]
             return shown_rows(params[:index] + params[index + 1:])
         return on_remove
 
     def on_spec_preset(path):
         if not path:
-            return [gr.skip()] * (5 * MAX_PARAMS + MAX_PARAMS + 1 + 10)
+            return gr.skip()
         try:
             spec = sweeps.load_sweep_spec(path)
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
-            return [gr.skip()] * (5 * MAX_PARAMS + MAX_PARAMS + 1 + 10)
-        base = build_config(spec.base)
+            return gr.skip()
         o = spec.objective
-        return [*shown_rows([p.model_dump(exclude_none=True) for p in spec.space]),
-                to_yaml(base, only_changed=True), gr.update(value=None), o.metric, o.direction, o.reduce, o.last_k,
-                spec.n_trials, spec.seed, spec.pruning.enabled, spec.name]
+        return shown_rows([p.model_dump(exclude_none=True) for p in spec.space]) | {
+            base_yaml: to_yaml(build_config(spec.base), only_changed=True), base_preset: gr.update(value=None),
+            metric: o.metric, direction: o.direction, reduce: o.reduce, last_k: o.last_k, n_trials: spec.n_trials,
+            seed: spec.seed, prune: spec.pruning.enabled, name: spec.name}
 
-    def on_start(v: SweepView, n, base_text, metric_name, direction_value, reduce_value, k, trials_n, seed_value,
-                 prune_value, name_value, *values):
+    def on_start(values: dict):
+        v = values[view]
         try:
-            data = spec_data(base_text, current_rows(values)[:n], metric_name, direction_value, reduce_value, k,
-                             trials_n, seed_value, prune_value, name_value)
+            data = spec_data(values[base_yaml], current_rows(values)[:values[count]], values[metric],
+                             values[direction], values[reduce], values[last_k], values[n_trials], values[seed],
+                             values[prune], values[name])
             spec = sweeps.build_sweep_spec(data)
             sweep = sweeps.start_sweep(store, spec)
         except ConfigError as e:
             lines = "\n".join(f"- {html.escape(line)}" for line in e.errors)
-            return [f'<div class="wb-help-error">Cannot start the sweep:</div>\n\n{lines}', *render(v)]
+            return render(v) | {message: f'<div class="wb-help-error">Cannot start the sweep:</div>\n\n{lines}'}
         gr.Info(f"Sweep {sweep.name} started: {spec.n_trials} trials.")
-        return [f"Started **{html.escape(sweep.name)}** (`{sweep.id}`): {spec.n_trials} trials; its runs show "
-                "in the Runs tab as they start.", *render(SweepView(sweep_id=sweep.id))]
+        return render(SweepView(sweep_id=sweep.id)) | {
+            message: f"Started **{html.escape(sweep.name)}** (`{sweep.id}`): {spec.n_trials} trials; its runs show "
+                     "in the Runs tab as they start."}
 
     def on_stop(v: SweepView):
         if not v.sweep_id:
@@ -461,16 +463,16 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
         config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
         if config is None:
             gr.Warning("No completed trial yet.")
-            return gr.skip(), gr.skip()
+            return gr.skip()
         try:
             run = jobs.submit_run(store, config)
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
-            return gr.skip(), gr.skip()
+            return gr.skip()
         gr.Info(f"Started {run.name}.")
-        return runs_tab.follow(store, run.id)
+        return open_run(run.id)
 
-    def on_from_train(*values):
+    def on_from_train(values: dict):
         try:
             config = train_form.config_from(values)
         except ConfigError as e:
@@ -482,32 +484,33 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
         config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
         if config is None:
             gr.Warning("No completed trial yet.")
-            return [gr.skip()] * (len(train_form.outputs) + 1)
+            return gr.skip()
         gr.Info("The best trial's settings are in the Train tab: raise max steps there to train it for longer.")
-        return [*train_form.updates_from(config), gr.Tabs(selected="train")]
+        return train_form.updates_from(config) | {tabs: gr.Tabs(selected="train")}
 
     if train_form is not None:
-        from_train.click(on_from_train, train_form.inputs, base_yaml)
+        from_train.click(on_from_train, set(train_form.inputs), base_yaml)
         best_to_form.click(on_best_to_form, view, [*train_form.outputs, tabs])
 
-    form_inputs = [count, base_yaml, metric, direction, reduce, last_k, n_trials, seed, prune, name]
-    timer.tick(on_tick, view, outputs, show_progress="hidden")
+    # the poll only reads the store: the server's dispatcher thread marks sweeps whose driver died
+    timer.tick(render, view, outputs, show_progress="hidden")
     select.input(on_select, [select, view], outputs, show_progress="hidden")
     sweeps_table.select(on_table_select, view, outputs, show_progress="hidden")
     trials_table.select(on_trial_select, None, [runs_select, tabs])
-    base_preset.input(on_base_preset, base_preset, base_yaml)
+    base_preset.input(base_text_for, base_preset, base_yaml)
     base_yaml.change(on_base_change, [base_yaml, metric, base_mode_shown],
                      [comps[0] for comps, _ in rows] + [metric, base_mode_shown], show_progress="hidden")
-    for comps, remove in rows:
-        comps[0].input(on_field, [comps[0], base_yaml], comps[1:], show_progress="hidden")
+    for comps, _ in rows:
+        comps[0].input(field_defaults(comps), [comps[0], base_yaml], comps[1:], show_progress="hidden")
     for i, (_, remove) in enumerate(rows):
-        remove.click(remover(i), [count, *row_inputs], [*row_inputs, *row_boxes, count], show_progress="hidden")
+        remove.click(remover(i), {count, *row_inputs}, [*row_inputs, *row_boxes, count], show_progress="hidden")
     add.click(on_add, count, [*row_boxes, count], show_progress="hidden")
-    metric.input(on_metric, metric, direction, show_progress="hidden")
+    metric.input(lambda m: sweeps.default_direction(m or ""), metric, direction, show_progress="hidden")
     spec_preset.input(on_spec_preset, spec_preset,
                       [*row_inputs, *row_boxes, count, base_yaml, base_preset, metric, direction, reduce, last_k,
                        n_trials, seed, prune, name], show_progress="hidden")
-    start.click(on_start, [view, *form_inputs, *row_inputs], [message, *outputs])
+    form_inputs = {view, count, base_yaml, metric, direction, reduce, last_k, n_trials, seed, prune, name}
+    start.click(on_start, form_inputs | set(row_inputs), [message, *outputs])
     stop.click(on_stop, view, outputs)
     resume.click(on_resume, [view, more], outputs)
     train_best.click(on_train_best, view, [runs_select, tabs])

@@ -9,6 +9,7 @@ import functools
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from app import forms
+from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
 from app.formatting import cli_command, error_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor
 from backend.runs import jobs
@@ -24,9 +26,7 @@ from backend.modes import available_modes
 from backend.runs.store import RunStore, default_workspace
 
 log = logging.getLogger(__name__)
-REPO_PRESETS = Path(__file__).resolve().parents[1] / "presets"
 PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-UPLOAD_TYPES = [".jsonl", ".json", ".csv", ".parquet"]
 NO_RUN = "No run started from this tab yet. Start one and follow it here and in the Runs tab."
 
 
@@ -45,48 +45,14 @@ class TrainTab:
     started: gr.State  # the id of a run the last Start created, else None
     start_event: object  # the Start click's dependency, for chaining the Runs tab's follow-up
     refresh_outputs: list
-    refresh: object  # fn() -> values for refresh_outputs (model, dataset and preset choices)
+    refresh: Callable[[], dict]  # updates for refresh_outputs (model, dataset and preset choices)
     preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
     sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
 
 
-# ---- choices ----
-
 def mode_choices() -> list[str]:
     """The schema's modes that have a trainer yet (the list grows as mode modules are added)."""
     return [m for m in choices(forms.FIELDS["mode"]) if m in available_modes()]
-
-
-def model_choices(store: RunStore) -> list[str]:
-    from backend.models import EMBEDDED_MODEL
-
-    used = [r.config.model for r in store.list_runs()]
-    return list(dict.fromkeys([EMBEDDED_MODEL, *used]))
-
-
-def dataset_choices(store: RunStore) -> list[tuple[str, str]]:
-    """Built-in sets, the workspace's uploads, then datasets earlier runs used."""
-    from backend.data import BUILTIN_DATASETS
-
-    out = {name: f"{name} (built-in)" for name in BUILTIN_DATASETS}
-    uploads = store.workspace / "uploads"
-    if uploads.is_dir():
-        for f in sorted(uploads.iterdir()):
-            if f.suffix.lower() in UPLOAD_TYPES:
-                out.setdefault(str(f), f"{f.name} (uploaded)")
-    for run in store.list_runs():
-        out.setdefault(run.config.dataset, run.config.dataset)
-    from backend.labeling import dataset_choices as labeling_sessions
-
-    for label, value in labeling_sessions(store):  # labels:<session id>, exported for the chosen mode
-        out[value] = label
-    return [(label, value) for value, label in out.items()]
-
-
-def preset_choices(workspace: Path) -> list[tuple[str, str]]:
-    found = [(f"{p.stem} (built-in)", str(p)) for p in sorted(REPO_PRESETS.glob("*.yaml"))]
-    found += [(f"{p.stem} (saved)", str(p)) for p in sorted((Path(workspace) / "presets").glob("*.yaml"))]
-    return found
 
 
 def save_preset(workspace: Path, name: str, config) -> Path:
@@ -182,43 +148,44 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
-            return pd.DataFrame(), f"Dataset preview unavailable ({e})"
+            return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5)
-        return df, format_text(info, error, mode)
+        return {data_preview: df, data_format: format_text(info, error, mode)}
 
     def on_mode(mode, dataset):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
-        return [*form.mode_updates(mode), builtin_for_mode(dataset, mode, workspace) or gr.skip()]
+        swap = builtin_for_mode(dataset, mode, workspace)
+        return form.mode_updates(mode) | ({c["dataset"]: swap} if swap else {})
 
     def on_upload(path):
         if not path:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip()
         from backend.data import DatasetError, save_upload
 
         try:
             saved = save_upload(path, workspace)
         except DatasetError as e:
-            return gr.skip(), None, error_markdown([str(e)], "Upload refused")
-        return (gr.update(choices=dataset_choices(store), value=str(saved)), None,
-                f"Uploaded **{saved.name}** into the workspace and selected it.")
+            return {upload: None, message: error_markdown([str(e)], "Upload refused")}
+        return {c["dataset"]: gr.update(choices=dataset_choices(store), value=str(saved)), upload: None,
+                message: f"Uploaded **{saved.name}** into the workspace and selected it."}
 
-    def on_start(sess: TrainSession, *values):
+    def on_start(values: dict):
         try:
             config = form.config_from(values)
             run = jobs.submit_run(store, config)
         except ConfigError as e:
             errors = e.errors + source_errors(values, e.errors)
             gr.Warning("Cannot start the run: " + "; ".join(errors)[:400])
-            return error_markdown(errors), sess, gr.skip(), None
+            return {message: error_markdown(errors), started: None}
         except Exception as e:  # never a traceback in the page; the log has it
             log.exception("starting a run failed")
-            return error_markdown([f"{type(e).__name__}: {e}"], "Could not start the run"), sess, gr.skip(), None
+            return {message: error_markdown([f"{type(e).__name__}: {e}"], "Could not start the run"), started: None}
         html = progress_html(run)
         queued = " It is queued behind the running run." if run.status == "queued" else ""
-        return (f"Started **{run.name}** (`{run.id}`).{queued} Live plots are in the Runs tab.",
-                TrainSession(run.id, html), html, run.id)
+        return {message: f"Started **{run.name}** (`{run.id}`).{queued} Live plots are in the Runs tab.",
+                session: TrainSession(run.id, html), status: html, started: run.id}
 
-    def source_errors(values, errors: list[str]) -> list[str]:
+    def source_errors(values: dict, errors: list[str]) -> list[str]:
         """When other settings are wrong, still check the model and dataset, so one click lists every
         problem (submit_run checks them only once the settings are valid)."""
         data, _ = forms.data_from_values(form.pack(values))
@@ -248,70 +215,70 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         run_id = stop_target(sess, view)
         if run_id is None:
             gr.Info("No queued or running run to stop.")
-            return gr.skip(), sess, "No queued or running run to stop."
+            return {message: "No queued or running run to stop."}
         outcome = jobs.stop_run(store, run_id)
         run = store.get_run(run_id)
         text = (f"Stopping **{run.name}**: it saves its adapter and exits." if outcome == "stopping"
                 else f"**{run.name}** is {outcome}.")
         if sess.run_id != run_id:
-            return gr.skip(), sess, text
+            return {message: text}
         html = progress_html(run)
-        return html, replace(sess, shown_status=html), text
+        return {status: html, session: replace(sess, shown_status=html), message: text}
 
     def on_tick(sess: TrainSession):
         if not sess.run_id:
-            return gr.skip(), gr.skip()
+            return gr.skip()
         try:
             html = progress_html(store.get_run(sess.run_id), time.time())
         except KeyError:
             html = progress_html(None, empty=f"Run {sess.run_id} no longer exists.")
         if html == sess.shown_status:
-            return gr.skip(), gr.skip()
-        return html, replace(sess, shown_status=html)
+            return gr.skip()
+        return {status: html, session: replace(sess, shown_status=html)}
 
-    def on_cli(*values):
+    def on_cli(values: dict):
         try:
             config = form.config_from(values)
         except ConfigError as e:
-            return gr.skip(), error_markdown(e.errors, "Cannot build the command")
-        return gr.update(value=cli_command(config, shown_ws), visible=True), ""
+            return {message: error_markdown(e.errors, "Cannot build the command")}
+        return {cli: gr.update(value=cli_command(config, shown_ws), visible=True), message: ""}
 
-    def on_save(name, *values):
+    def on_save(values: dict):
         try:
-            path = save_preset(workspace, name, form.config_from(values))
+            path = save_preset(workspace, values[preset_name], form.config_from(values))
         except ConfigError as e:
-            return gr.skip(), error_markdown(e.errors, "Cannot save the preset")
+            return {message: error_markdown(e.errors, "Cannot save the preset")}
         gr.Info(f"Saved preset {path.stem}")
-        return (gr.update(choices=preset_choices(workspace), value=str(path)),
-                f"Saved preset **{path.stem}** to `{path}`.")
+        return {preset: gr.update(choices=preset_choices(workspace), value=str(path)),
+                message: f"Saved preset **{path.stem}** to `{path}`."}
 
     def on_load(path):
         if not path:
-            return [gr.skip()] * len(form.outputs) + ["Choose a preset to load."]
+            return {message: "Choose a preset to load."}
         try:
             config = load_config(path)
         except ConfigError as e:
-            return [gr.skip()] * len(form.outputs) + [error_markdown(e.errors, "Cannot load the preset")]
-        return [*form.updates_from(config), f"Loaded preset **{Path(path).stem}**."]
+            return {message: error_markdown(e.errors, "Cannot load the preset")}
+        return form.updates_from(config) | {message: f"Loaded preset **{Path(path).stem}**."}
 
     def refresh():
-        return (gr.update(choices=model_choices(store)), gr.update(choices=dataset_choices(store)),
-                gr.update(choices=preset_choices(workspace)))
+        return {c["model"]: gr.update(choices=model_choices(store)),
+                c["dataset"]: gr.update(choices=dataset_choices(store)),
+                preset: gr.update(choices=preset_choices(workspace))}
 
     # ---- wiring ----
 
+    form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
     preview_io = dict(inputs=[c["dataset"], c["mode"]], outputs=[data_preview, data_format])
-    c["dataset"].change(on_preview, **preview_io, show_progress="minimal")
-    c["mode"].change(on_preview, **preview_io, show_progress="minimal")
+    gr.on([c["dataset"].change, c["mode"].change], on_preview, **preview_io, show_progress="minimal")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
-    start_event = start.click(on_start, [session, *form.inputs], [message, session, status, started],
-                              concurrency_limit=None)
+    start_event = start.click(on_start, form_values, [message, session, status, started], concurrency_limit=None)
     stop.click(on_stop, [session, runs_view], [status, session, message])
     timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
-    show_cli.click(on_cli, form.inputs, [cli, message])
-    save_btn.click(on_save, [preset_name, *form.inputs], [preset, message])
+    show_cli.click(on_cli, form_values, [cli, message])
+    save_btn.click(on_save, form_values | {preset_name}, [preset, message])
     load_btn.click(on_load, preset, [*form.outputs, message])
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,

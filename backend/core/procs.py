@@ -71,16 +71,16 @@ def is_dead(pid: int | None, beat: float | None, started: float | None, grace: f
 
 
 class Heartbeat:
-    """Calls `owner` (which writes the beat, e.g. `lambda: store.heartbeat(run_id)`) now and every `interval`
-    seconds on a daemon thread, until `stop()` or the end of the `with` block."""
+    """Calls `owner` (which writes the beat, e.g. `lambda: store.heartbeat(run_id)`, or does any periodic chore)
+    now and every `interval` seconds on a daemon thread, until `stop()` or the end of the `with` block."""
 
-    def __init__(self, owner: Callable[[], object], interval: float = HEARTBEAT_S):
+    def __init__(self, owner: Callable[[], object], interval: float = HEARTBEAT_S, name: str = "heartbeat"):
         self.owner, self.interval = owner, interval
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name="heartbeat")
+        self.thread = threading.Thread(target=self._beat, daemon=True, name=name)
 
     def start(self) -> Heartbeat:
-        self._thread.start()
+        self.thread.start()
         return self
 
     def _beat(self) -> None:
@@ -93,8 +93,8 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._done.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=max(5.0, self.interval))  # a beat in flight ends; none starts after
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=max(5.0, self.interval))  # a beat in flight ends; none starts after
 
     def __enter__(self) -> Heartbeat:
         return self.start()

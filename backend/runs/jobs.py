@@ -2,16 +2,19 @@
 
 A run's processes: a detached supervisor (its own session, so it outlives the UI and the CLI), which runs
 `accelerate launch -m backend.runs.worker` and records how the worker ended. The UI and the CLI only talk to the
-store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, on every
-poll and by a supervisor when its run ends, so the queue moves without a UI.
+store; `dispatch` starts the oldest queued run when no run is running, and is called on submit, by a supervisor
+when its run ends and, in the UI server, by one background thread (`start_dispatcher`), so the queue moves
+without a UI and no browser's poll writes to the store.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
@@ -20,6 +23,7 @@ from backend.modes.registry import mode_spec
 from backend.runs.store import Run, RunStore
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
+log = logging.getLogger(__name__)
 
 
 def log_path(store: RunStore, run_id: str) -> Path:
@@ -125,6 +129,20 @@ def dispatch(store: RunStore) -> list[str]:
         _spawn_supervisor(store, run_id)
         started.append(run_id)
     return started
+
+
+def start_dispatcher(store: RunStore, every_s: float = 2.0,
+                     also: Sequence[Callable[[RunStore], object]] = ()) -> Heartbeat:
+    """One thread per server process, however many browsers are open, that calls `dispatch(store)` (and each of
+    `also`) now and every `every_s` seconds; `.stop()` it at shutdown."""
+    def once() -> None:
+        for step in (dispatch, *also):
+            try:
+                step(store)
+            except Exception:  # a locked store or a bad row must not end the thread, nor skip the other steps
+                log.exception("dispatching queued runs failed")
+
+    return Heartbeat(once, every_s, name="workbench-dispatcher").start()
 
 
 def _spawn_supervisor(store: RunStore, run_id: str) -> None:

@@ -1,4 +1,5 @@
-"""The UI server's safe defaults: loopback only, and a password when asked for one."""
+"""The UI server's safe defaults (loopback only, and a password when asked for one), and its one dispatcher
+thread that moves the queue and notices dead workers with no browser open."""
 import base64
 import socket
 import subprocess
@@ -45,6 +46,34 @@ def test_auth_protects_the_api_and_the_server_binds_loopback(tmp_path):
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         local = {line.split()[3] for line in listening.splitlines() if line.strip()}
         assert local == {f"127.0.0.1:{port}"}
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def _start_ui(workspace, *extra):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port), "--workspace",
+                             str(workspace), *extra], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_the_server_notices_a_dead_worker_with_no_browser_open(tmp_path):
+    from backend.config import build_config
+    from backend.runs.store import RunStore
+
+    store = RunStore(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    run = store.create_run(build_config({"name": "orphan"}))
+    store.update_run(run.id, status="running", started_at=time.time(), heartbeat_at=time.time(), pid=gone.pid)
+    proc, _ = _start_ui(tmp_path)
+    try:
+        deadline = time.time() + 90
+        while store.get_run(run.id).status == "running":
+            assert proc.poll() is None and time.time() < deadline, "the server never reconciled the run"
+            time.sleep(0.5)
+        assert store.get_run(run.id).status == "failed" and "is gone" in store.get_run(run.id).error
     finally:
         proc.terminate()
         proc.wait(15)

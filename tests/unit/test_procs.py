@@ -40,7 +40,7 @@ def test_a_heartbeat_beats_until_stopped():
     beats = []
     with Heartbeat(lambda: beats.append(time.time()), interval=0.01) as beat:
         wait_for(lambda: len(beats) >= 3, timeout=10, what="three beats")
-    assert not beat._thread.is_alive()
+    assert not beat.thread.is_alive()
     after = len(beats)
     time.sleep(0.05)
     assert len(beats) == after  # none after the block ended
@@ -58,7 +58,7 @@ def test_a_failing_beat_is_a_missed_beat_not_the_end_of_the_heartbeat(capsys):
     wait_for(lambda: len(calls) >= 3, timeout=10, what="beats after the failure")
     beat.stop()
     assert "database is locked" in capsys.readouterr().err
-    assert not beat._thread.is_alive()
+    assert not beat.thread.is_alive()
 
 
 def test_a_process_without_a_pid_lives_only_for_the_launch_grace():

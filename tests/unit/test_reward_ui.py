@@ -8,7 +8,7 @@ import pytest
 from app import forms, reward_editor
 from app.formatting import error_markdown, sample_step_choices, sample_table_rows
 from app.reward_editor import MAX_SOURCES, RewardSourcesEditor
-from app.train_tab import REPO_PRESETS
+from app.choices import REPO_PRESETS
 from backend import playground
 from backend.config import ConfigError, build_config, load_config
 from backend.playground import PromptRow, SourceStats, source_stats
@@ -53,6 +53,7 @@ def test_rows_round_trip_through_the_run_config(form):
     flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
             for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
     assert form.config_from(flat) == config
+    assert form.config_from(dict(zip(form.inputs, flat))) == config  # an event's values, by component
 
 
 def test_params_left_at_their_defaults_are_not_shown_but_the_example_keys_are():
@@ -65,8 +66,8 @@ def test_params_left_at_their_defaults_are_not_shown_but_the_example_keys_are():
 def test_loading_the_grpo_preset_fills_the_editor(form):
     config = load_config(REPO_PRESETS / "grpo_demo.yaml")
     updates = form.updates_from(config)
-    assert len(updates) == len(form.outputs)
-    by_id = {c.elem_id: u for c, u in zip(form.outputs, updates) if c.elem_id}
+    assert set(updates) == set(form.outputs)
+    by_id = {c.elem_id: u for c, u in updates.items() if c.elem_id}
     assert by_id["reward-type-0"] == "numeric_match" and by_id["reward-name-0"] == "correct"
     assert by_id["reward-type-1"] == "regex" and "answer" in by_id["reward-params-1"]
     assert by_id["reward-row-1"]["visible"] is True and by_id["reward-row-2"]["visible"] is False
@@ -134,11 +135,10 @@ def test_an_editor_copies_another_editors_rows():
     with gr.Blocks():
         a = reward_editor.build(prefix="a", sources=SOURCES)
         b = reward_editor.build(prefix="b")
-    updates = b.copy_from(*reward_editor.values_for(SOURCES))
-    values = updates[:len(b.inputs)]
-    configs, errors = reward_editor.configs_from_values(values)
+    updates = b.copy_from(reward_editor.values_for(SOURCES))
+    configs, errors = reward_editor.configs_from_values(b.read(updates))
     assert errors == [] and [c.name for c in configs] == ["correct", ""]
-    assert len(updates) == len(b.outputs) and a.kinds[0].value == "numeric_match"
+    assert set(updates) == set(b.outputs) and a.kinds[0].value == "numeric_match"
 
 
 # ---- the playground's summary and warnings ----

@@ -23,7 +23,11 @@ def store(tmp_path):
 def render(store):
     with gr.Blocks():
         tab = runs_tab.build(store, gr.Timer(1.5), gr.State(RunView()))
-    return lambda view: dict(zip(NAMES, tab.render(view)))
+
+    def named(view):
+        out = tab.render(view)
+        return {name: out.get(c, SKIP) for name, c in zip(NAMES, tab.outputs)}  # left out: unchanged, as SKIP
+    return named
 
 
 def finished_run(store, **metrics):
@@ -72,6 +76,15 @@ def test_a_failed_run_shows_its_error(store, render):
     store.finish_run(run.id, "failed", error="the worker exited with code 1")
     out = render(RunView().select(run.id))
     assert out["error"]["visible"] is True and "exited with code 1" in out["error"]["value"]
+
+
+def test_a_poll_only_reads_the_store_and_leaves_the_queue_to_the_server(store, render, monkeypatch):
+    from backend.runs import jobs
+
+    monkeypatch.setattr(jobs, "dispatch", lambda store: pytest.fail("a browser's poll dispatched"))
+    run = store.create_run(build_config({"name": "waiting"}))
+    out = render(RunView().select(run.id))
+    assert "queued" in out["progress"] and store.get_run(run.id).status == "queued"
 
 
 def test_a_fresh_page_follows_the_active_run_else_the_newest(store):

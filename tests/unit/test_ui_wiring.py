@@ -1,0 +1,73 @@
+"""How the UI is put together: tabs share helpers but never import each other, queued runs are dispatched by one
+server thread rather than by every browser's poll, and bound handlers keep what Gradio reads from them."""
+import ast
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+from gradio import utils
+
+from app.events import bind
+from backend.runs import jobs
+from backend.runs.store import RunStore
+
+APP = Path(__file__).resolve().parents[2] / "app"
+TABS = sorted(p.stem for p in APP.glob("*_tab.py"))
+
+
+def imported_app_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "app":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("app."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("app.")}
+    return found
+
+
+def test_no_tab_imports_another_tab():
+    assert len(TABS) >= 6
+    for tab in TABS:
+        others = imported_app_modules(APP / f"{tab}.py") & (set(TABS) - {tab})
+        assert not others, f"app/{tab}.py imports {sorted(others)}: share through app/choices.py and friends"
+
+
+def test_the_dispatcher_calls_dispatch_until_stopped_and_survives_a_failure(tmp_path, monkeypatch):
+    calls, extra = [], []
+
+    def flaky(store):
+        calls.append(time.time())
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(jobs, "dispatch", flaky)
+    d = jobs.start_dispatcher(RunStore(tmp_path), every_s=0.05, also=[extra.append])
+    deadline = time.time() + 10
+    while len(calls) < 3 and time.time() < deadline:
+        time.sleep(0.02)
+    d.stop()
+    assert len(calls) >= 3 and len(extra) >= 3 and d.thread.daemon
+    assert not d.thread.is_alive()
+    n = len(calls)
+    time.sleep(0.2)
+    assert len(calls) == n  # stopped means stopped
+
+
+def test_one_dispatcher_thread_whatever_the_number_of_polls(tmp_path):
+    d = jobs.start_dispatcher(RunStore(tmp_path), every_s=10)
+    try:
+        assert [t.name for t in threading.enumerate()].count("workbench-dispatcher") == 1
+    finally:
+        d.stop()
+
+
+def test_bind_keeps_the_parameters_gradio_fills_in():
+    def handler(ui, store, value, request: gr.Request, evt: gr.SelectData):
+        return ui, store, value, request, evt
+
+    bound = bind(handler, "ui", "store")
+    assert list(utils.get_type_hints(bound)) == ["request", "evt"]  # not hidden, as functools.partial would
+    assert bound(1, "r", "e") == ("ui", "store", 1, "r", "e")
