@@ -25,6 +25,9 @@ makes several optimizer steps, which the Trainer's own loop (one optimizer step 
 
 Dropout is switched off in the policy and the value model (LoRA dropout included): with it, the first
 minibatch's ratio π / π_old would not be 1 and the clipping would act on noise.
+
+One module of ~460 lines on purpose: the loop reads top to bottom in the order above; the maths it calls
+(GAE, losses, KL control) is in core.py and the value model in value.py.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What the Sweeps tab offers and shows, as plain functions: searchable settings, default ranges, tables, chart."""
 import pytest
 
-from app.sweeps_tab import (default_param, history_figure, param_from_row, row_values, searchable_fields,
-                            spec_data, status_html, trials_frame)
+from app.sweep_render import (default_param, history_figure, param_from_row, row_values, searchable_fields,
+                              spec_data, status_html, trials_frame)
 from backend import sweeps
 from backend.config import build_config
 from backend.runs.store import RunStore
