@@ -101,3 +101,17 @@ class Heartbeat:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def job_args(description: str, argv=None, command: str | None = None) -> tuple[str, str]:
+    """(id, workspace) from `[COMMAND] ID --workspace DIR`: the command line every detached process of the
+    workbench is started with (spawn_detached's args)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description)
+    if command:
+        p.add_argument("cmd", choices=[command])
+    p.add_argument("id")
+    p.add_argument("--workspace", required=True)
+    a = p.parse_args(argv)
+    return a.id, a.workspace

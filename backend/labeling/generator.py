@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend import labeling
-from backend.core.procs import Heartbeat, is_dead, pid_alive, spawn_detached
+from backend.core.procs import Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.labeling import LabelError, LabelSession
 from backend.runs.store import RunStore
 
@@ -284,16 +284,12 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
 
 
 def main(argv=None) -> int:
-    import argparse
     import signal
 
-    p = argparse.ArgumentParser(description="Generate a labeling session's answers (started by the workbench).")
-    p.add_argument("session_id")
-    p.add_argument("--workspace", required=True)
-    a = p.parse_args(argv)
+    session_id, workspace = job_args("Generate a labeling session's answers (started by the workbench).", argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop between two answers; the item stays 'new'
     try:
-        return run_generator(RunStore(a.workspace), a.session_id)
+        return run_generator(RunStore(workspace), session_id)
     except LabelError as e:
         print(e, file=sys.stderr)
         return 2

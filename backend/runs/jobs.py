@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backend.config import ConfigError, RunConfig
-from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, pid_alive, spawn_detached
+from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.modes.registry import mode_spec
 from backend.runs.store import Run, RunStore
 
@@ -210,15 +210,7 @@ def supervise(run_id: str, workspace: str) -> int:
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(description="Workbench job plumbing (used internally).")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("supervise")
-    s.add_argument("run_id")
-    s.add_argument("--workspace", required=True)
-    a = p.parse_args(argv)
-    return supervise(a.run_id, a.workspace)
+    return supervise(*job_args("Supervise one run's worker (started by the workbench).", argv, "supervise"))
 
 
 if __name__ == "__main__":

@@ -4,14 +4,13 @@ Every rank runs this; only the main process writes to the store.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import traceback
 from contextlib import nullcontext
 
-from backend.core.procs import Heartbeat
+from backend.core.procs import Heartbeat, job_args
 from backend.runs.store import RunStore
 
 # Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
@@ -103,11 +102,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Train one run of the workbench (started by the supervisor).")
-    p.add_argument("run_id")
-    p.add_argument("--workspace", required=True)
-    a = p.parse_args(argv)
-    return run(a.run_id, a.workspace)
+    return run(*job_args("Train one run of the workbench (started by the supervisor).", argv))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import traceback
 
 from backend.runs import jobs
 from backend.config import ConfigError
-from backend.core.procs import Heartbeat, is_dead, spawn_detached
+from backend.core.procs import Heartbeat, is_dead, job_args, spawn_detached
 from backend.runs.store import RunStore
 from backend.sweeps.spec import SearchParam, SweepSpec, reduce_series, trial_config
 from backend.sweeps.store import (ACTIVE, TRIAL_FINAL, Sweep, Trial, best_trial, counted, create_sweep, driver_log,
@@ -283,13 +283,4 @@ def drive(sweep_id: str, workspace: str) -> int:
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m backend.sweeps", description="Workbench sweep driver (used "
-                                "internally).")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("drive")
-    d.add_argument("sweep_id")
-    d.add_argument("--workspace", required=True)
-    a = p.parse_args(argv)
-    return drive(a.sweep_id, a.workspace)
+    return drive(*job_args("Drive one sweep's trials (started by the workbench).", argv, "drive"))
