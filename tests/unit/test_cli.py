@@ -62,3 +62,20 @@ def test_headless_commands_start_without_gradio(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
                          timeout=120)
     assert out.stdout.split()[-2:] == ["0", "False"], out.stderr
+
+
+def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
+    from backend.config import build_config
+    from backend.runs.store import RunStore
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({"name": "long"}))
+    store.finish_run(run.id, "stopped")
+    for step in range(1, 2001):
+        store.add_metrics(run.id, step, {"loss": 1.0 / step, "learning_rate": 1e-4})
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "show", run.id, "--workspace", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert proc.stdout.readline().startswith(b"run ")  # like `| head -1`: read a line, then hang up
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
