@@ -164,6 +164,7 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
             kind = "adapter"
             report(0.0, "Copying the adapter and tokenizer files")
             _copy_files(art.folder, tmp, ADAPTER_FILES + TOKENIZER_FILES)
+            portable_base(tmp / "adapter_config.json", art.run.config.model)
             if not (tmp / "tokenizer_config.json").is_file():  # saved by an older worker: take the base's
                 from backend.models import load_tokenizer, resolve_model
 
@@ -179,6 +180,18 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
         result.zip_path = zip_folder(out, out.with_name(out.name + ".zip"), part(1.0 - zip_share, 1.0))
     report(1.0, f"Exported to {out}")
     return result
+
+
+def portable_base(adapter_config: Path, model: str) -> None:
+    """Name the base as the run named it: the embedded model's name (which the workbench resolves on any machine,
+    and the card says how to get) instead of this machine's cache folder; Hub ids and folders stay as they are."""
+    from backend.models import EMBEDDED_MODEL
+
+    if model.strip().lower() != EMBEDDED_MODEL:
+        return
+    config = json.loads(adapter_config.read_text())
+    config["base_model_name_or_path"] = EMBEDDED_MODEL
+    adapter_config.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _copy_model(src: Path, dst: Path, report: Progress) -> None:

@@ -6,7 +6,8 @@ import zipfile
 import pytest
 
 from backend.config import build_config
-from backend.export import ExportError, default_export_dir, export_run, locate, merged_exports, zip_folder
+from backend.export import (ExportError, default_export_dir, export_run, locate, merged_exports, portable_base,
+                            zip_folder)
 from backend.metrics_plot import pick_metrics, render_metrics_png
 from backend.runs.store import RunStore
 
@@ -98,3 +99,20 @@ def test_metrics_picture_puts_loss_first_and_skips_bookkeeping(tmp_path):
     with Image.open(path) as img:
         assert img.format == "PNG" and img.size[0] >= 600
     assert not render_metrics_png({"train_runtime": [(1, 3.0)]}, tmp_path / "none.png")
+
+
+def test_an_exported_adapter_names_the_embedded_base_by_name_not_by_this_machines_cache(tmp_path):
+    import json
+
+    from backend.models import EMBEDDED_MODEL, ModelRef, model_cache_dir
+
+    config = tmp_path / "adapter_config.json"
+    config.write_text(json.dumps({"base_model_name_or_path": str(model_cache_dir() / EMBEDDED_MODEL), "r": 8,
+                                  "task_type": "CAUSAL_LM", "peft_type": "LORA"}))
+    portable_base(config, EMBEDDED_MODEL)
+    assert json.loads(config.read_text())["base_model_name_or_path"] == EMBEDDED_MODEL
+    assert ModelRef.parse(str(tmp_path)).base == EMBEDDED_MODEL  # the workbench resolves it on any machine
+    hub = {"base_model_name_or_path": "org/model", "r": 8}
+    config.write_text(json.dumps(hub))
+    portable_base(config, "org/model")  # a Hub id (or a folder) is already portable
+    assert json.loads(config.read_text()) == hub
