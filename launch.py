@@ -25,11 +25,11 @@ import sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from cli import export, labels, runs, serve, sweep, train  # noqa: E402
+from cli import export, labels, runs, serve, settings, sweep, train  # noqa: E402
 from cli.common import workspace_option  # noqa: E402
 
 # Each module adds its subcommands; this order is the order of `launch.py --help`.
-COMMANDS = (serve, train, runs, export, labels, sweep)
+COMMANDS = (serve, train, settings, runs, export, labels, sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ import gradio as gr
 from app import reward_editor
 from app.reward_editor import RewardSourcesEditor
 from backend.config import ConfigError, RunConfig, build_config, choices, field_paths, get_path, set_path
+from backend.config import bounds as setting_bounds
 from backend.rewards.spec import RewardSourceConfig
 
 FIELDS = dict(field_paths())
@@ -49,11 +50,7 @@ def modes_of(path: str) -> list[str] | None:
 
 
 def bounds(path: str) -> tuple[float | None, float | None]:
-    lo = hi = None
-    for c in FIELDS[path].metadata:
-        lo = getattr(c, "ge", getattr(c, "gt", lo))
-        hi = getattr(c, "le", getattr(c, "lt", hi))
-    return lo, hi
+    return setting_bounds(FIELDS[path])
 
 
 def _is_list(path: str) -> bool:

@@ -8,7 +8,14 @@ from cli.common import EXIT_FAILED, EXIT_STOPPED, bad_input, open_store
 
 
 def add_parsers(sub, common) -> None:
-    tr = sub.add_parser("train", parents=[common], help="run training in the foreground")
+    import argparse
+
+    from cli.settings import settings_text
+
+    tr = sub.add_parser("train", parents=[common], help="run training in the foreground",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="settings (--set KEY=VALUE, or keys of the config YAML; TRL's names are accepted "
+                               "too):\n" + settings_text())
     tr.add_argument("config", nargs="?", help="run config YAML (e.g. presets/sft_demo.yaml)")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting, e.g. --set lora.r=16 --set max_steps=20")

@@ -39,6 +39,34 @@ def choices(info) -> list[str] | None:
     return list(get_args(ann)) if get_origin(ann) is Literal else None
 
 
+def bounds(info) -> tuple[float | None, float | None]:
+    """The lowest and highest value a number setting takes (None: unbounded)."""
+    lo = hi = None
+    for c in info.metadata:
+        lo = getattr(c, "ge", getattr(c, "gt", lo))
+        hi = getattr(c, "le", getattr(c, "lt", hi))
+    return lo, hi
+
+
+def describe_settings(mode: str | None = None) -> list[dict]:
+    """Every setting (those `mode` reads, when given) as a row for `launch.py settings` and `train --help`:
+    path, section, kind, default, range or choices, the modes it applies to, TRL's names for it, help."""
+    rows = []
+    for path, info in field_paths():
+        extra = info.json_schema_extra or {}
+        if mode and not _applies(info, mode):
+            continue
+        ann = info.annotation
+        kind = getattr(ann, "__name__", None) if isinstance(ann, type) else None
+        default = info.get_default(call_default_factory=True)
+        lo, hi = bounds(info)
+        rows.append({"path": path, "section": path.split(".")[0] if "." in path else extra.get("group", "basic"),
+                     "kind": "choice" if choices(info) else kind or "list", "default": default,
+                     "choices": choices(info), "min": lo, "max": hi, "modes": extra.get("modes"),
+                     "aliases": list(extra.get("aliases") or ()), "title": info.title, "help": info.description})
+    return rows
+
+
 def get_path(data: dict, path: str):
     for part in path.split("."):
         data = data[part]
@@ -50,6 +78,62 @@ def set_path(data: dict, path: str, value) -> None:
     for part in parents:
         data = data.setdefault(part, {})
     data[leaf] = value
+
+
+# ---- TRL / transformers spellings ----
+
+def aliases() -> dict[str, list[tuple[str, object]]]:
+    """TRL's and transformers' names for settings (each defined next to its field as `aliases`): name → [(setting
+    path, the value a flag selects, or None)]. One name may stand for a setting of several modes (`beta`: dpo.beta, kto.beta,
+    rl.beta); a flag such as `bf16: true` maps to a value of its setting (`precision: bf16`)."""
+    out: dict[str, list] = {}
+    for path, info in field_paths():
+        named = (info.json_schema_extra or {}).get("aliases") or ()
+        for name in named:
+            out.setdefault(name, []).append((path, named[name] if isinstance(named, dict) else None))
+    return out
+
+
+def _applies(info, mode: str) -> bool:
+    modes = (info.json_schema_extra or {}).get("modes")
+    return not modes or mode in modes
+
+
+def resolve_aliases(data: dict) -> dict:
+    """`data` with top-level TRL names moved to their settings; ConfigError naming both when an alias and its
+    setting (or two aliases) disagree, or when the run's mode has no such setting."""
+    table, known = aliases(), {p for p, _ in field_paths()}
+    given = [k for k in data if k in table and k not in known and k.split(".")[0] not in RunConfig.model_fields]
+    if not given:
+        return data
+    data, errors, source = dict(data), [], {}
+    mode = data.get("mode") or RunConfig.model_fields["mode"].default
+    for name in given:
+        value = data.pop(name)
+        targets = [(p, vmap) for p, vmap in table[name] if _applies(field_info(p), mode)]
+        if not targets:
+            where = ", ".join(f"{p} ({', '.join(field_info(p).json_schema_extra['modes'])})" for p, _ in table[name])
+            errors.append(f"{name}: {mode} runs have no such setting; it stands for {where}")
+            continue
+        path, vmap = targets[0]
+        if vmap is not None:  # a flag: true selects its value, false selects nothing
+            if value in (False, None, "false", "False", 0):
+                continue
+            value = vmap
+        try:
+            current = get_path(data, path)
+        except (KeyError, TypeError):
+            current = None
+        if current is not None and current != value:
+            first = source.get(path, path)
+            errors.append(f"{name}: TRL's name for {path}, which is also given as {first} ({current!r} vs "
+                          f"{value!r}); give one of them")
+            continue
+        set_path(data, path, value)
+        source[path] = name
+    if errors:
+        raise ConfigError(errors)
+    return data
 
 
 # ---- building and validating ----
@@ -71,7 +155,7 @@ def _format_errors(err: ValidationError) -> list[str]:
 
 def build_config(data: dict | None = None) -> RunConfig:
     try:
-        return RunConfig.model_validate(data or {})
+        return RunConfig.model_validate(resolve_aliases(data or {}))
     except ValidationError as err:
         raise ConfigError(_format_errors(err)) from None
 
@@ -82,14 +166,15 @@ def parse_override(item: str) -> tuple[str, Any]:
     key, raw = item.split("=", 1)
     key = key.strip()
     known = [p for p, _ in field_paths()]
-    if key not in known:
+    table = aliases()
+    if key not in known and key not in table:
         close = difflib.get_close_matches(key, known, n=1)
         raise ConfigError([f"--set {key}: unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")])
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    if field_info(key).annotation is str and value is not None:
+    if field_info(key if key in known else table[key][0][0]).annotation is str and value is not None:
         value = raw  # keep names like "1e-3" or "007" as typed
     return key, value
 

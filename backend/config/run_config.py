@@ -48,13 +48,14 @@ class RunConfig(_Section):
                                              description="Micro-batches summed before each optimizer step.",
                                              json_schema_extra=_meta())
     max_length: int = Field(512, ge=8, le=1_000_000, title="Max length",
-                            description="Tokens per example; longer ones are truncated.", json_schema_extra=_meta())
+                            description="Tokens per example; longer ones are truncated.",
+                            json_schema_extra=_meta(aliases=("max_seq_length",)))
     seed: int = Field(42, ge=0, le=2**32 - 1, title="Seed", description="Random seed for data order and init.",
                       json_schema_extra=_meta("advanced"))
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", title="Precision",
         description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", aliases={"bf16": "bf16", "fp16": "fp16"}))
     gradient_checkpointing: bool = Field(False, title="Gradient checkpointing",
                                          description="Recompute activations in the backward pass: less memory, "
                                                      "~25% slower.", json_schema_extra=_meta("advanced"))

@@ -35,15 +35,16 @@ class _Section(BaseModel):
 
 class LoraSettings(_Section):
     r: int = Field(8, ge=1, le=1024, title="LoRA rank", description="Rank of the low-rank update matrices.",
-                   json_schema_extra=_meta())
+                   json_schema_extra=_meta(aliases=("lora_r",)))
     alpha: int = Field(16, ge=1, le=4096, title="LoRA alpha",
-                       description="Scaling of the update (alpha / r). Commonly 2 × r.", json_schema_extra=_meta())
+                       description="Scaling of the update (alpha / r). Commonly 2 × r.",
+                       json_schema_extra=_meta(aliases=("lora_alpha",)))
     dropout: float = Field(0.05, ge=0.0, le=0.9, title="LoRA dropout", description="Dropout on the LoRA input.",
-                           json_schema_extra=_meta("advanced"))
+                           json_schema_extra=_meta("advanced", aliases=("lora_dropout",)))
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "v_proj"], title="Target modules",
         description="Module names to adapt, comma-separated (e.g. q_proj,v_proj), or all-linear.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", aliases=("lora_target_modules",)))
 
     @field_validator("target_modules", mode="before")
     @classmethod
@@ -117,18 +118,18 @@ class DPOSettings(_Section):
     beta: float = Field(0.1, gt=0, le=100, title="DPO beta",
                         description="How far the policy may move from the reference (the model without the "
                                     "adapter): higher stays closer. Typical 0.05 to 0.5.",
-                        json_schema_extra=_meta())
+                        json_schema_extra=_meta(aliases=("beta",)))
     loss_type: Literal[DPO_LOSSES] = Field(
         "sigmoid", title="DPO loss",
         description="sigmoid: the original DPO; ipo: squared loss, robust to overfitting; hinge: SLiC; "
                     "apo_zero / apo_down: anchored to the chosen answers; the rest are TRL's variants.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", aliases=("loss_type",)))
 
 
 class KTOSettings(_Section):
     beta: float = Field(0.1, gt=0, le=100, title="KTO beta",
                         description="How far the policy may move from the reference: higher stays closer.",
-                        json_schema_extra=_meta())
+                        json_schema_extra=_meta(aliases=("beta",)))
     desirable_weight: float = Field(1.0, gt=0, le=100, title="Desirable weight",
                                     description="Weight of the loss on good (label true) examples; raise it when "
                                                 "they are fewer than the bad ones.",
@@ -140,7 +141,7 @@ class KTOSettings(_Section):
         "kto", title="KTO loss",
         description="kto: estimates a KL term from mismatched pairs in each batch (batch size ≥ 2); "
                     "apo_zero_unpaired: anchored, no KL term.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", aliases=("loss_type",)))
 
     def check(self, run: RunConfig) -> None:
         if self.loss_type != "kto":
@@ -160,26 +161,27 @@ class RLSettings(_Section):
                                              "against each other; PPO: 1 is enough). The batch size counts "
                                              "completions: batch size × gradient accumulation × processes must "
                                              "be a multiple of this.",
-                                 json_schema_extra=_meta())
+                                 json_schema_extra=_meta(aliases=("num_generations",)))
     max_completion_length: int = Field(64, ge=1, le=1_000_000, title="Max completion length",
                                        description="Tokens generated per completion; generation dominates the "
-                                                   "step time.", json_schema_extra=_meta())
+                                                   "step time.",
+                                       json_schema_extra=_meta(aliases=("max_completion_length",)))
     temperature: float = Field(1.0, gt=0, le=10, title="Temperature",
                                description="Sampling temperature: higher gives more varied completions.",
-                               json_schema_extra=_meta("advanced"))
+                               json_schema_extra=_meta("advanced", aliases=("temperature",)))
     top_p: float = Field(1.0, gt=0, le=1, title="Top-p",
                          description="Sample from the smallest set of tokens whose probability adds up to this; "
-                                     "1 keeps all.", json_schema_extra=_meta("advanced"))
+                                     "1 keeps all.", json_schema_extra=_meta("advanced", aliases=("top_p",)))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",
-                        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES)))
+                        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES), aliases=("beta",)))
     loss_type: Literal[GRPO_LOSSES] = Field(
         "dapo", title="GRPO loss",
         description="How token losses are averaged. dapo: over the tokens of the whole batch (no length bias); "
                     "grpo: per sequence (favours short correct answers); dr_grpo: by a constant; "
                     "bnpo: over the local batch; cispo / sapo: softer clipping.",
-        json_schema_extra=_meta("advanced", modes=["grpo"]))
+        json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("loss_type",)))
 
     def check(self, run: RunConfig) -> None:
         M = run.mode.upper()
@@ -206,32 +208,32 @@ class PPOSettings(_Section):
     gamma: float = Field(1.0, ge=0, le=1, title="Discount (gamma)",
                          description="Discount of later rewards within a completion; 1 counts the final score fully "
                                      "at every token (usual for language).",
-                         json_schema_extra=_meta("advanced"))
+                         json_schema_extra=_meta("advanced", aliases=("gamma",)))
     lam: float = Field(0.95, ge=0, le=1, title="GAE lambda",
                        description="Generalised advantage estimation: 1 uses the actual returns (more variance), "
                                    "0 trusts the value model's estimate (more bias).",
-                       json_schema_extra=_meta("advanced"))
+                       json_schema_extra=_meta("advanced", aliases=("lam",)))
     cliprange: float = Field(0.2, gt=0, le=10, title="Policy clip range",
                              description="How far the probability ratio to the sampling policy may move before "
                                          "the loss stops rewarding it. Typical 0.1 to 0.3.",
-                             json_schema_extra=_meta("advanced"))
+                             json_schema_extra=_meta("advanced", aliases=("cliprange",)))
     cliprange_value: float = Field(0.2, gt=0, le=1000, title="Value clip range",
                                    description="How far a value estimate may move from the rollout's per update.",
                                    json_schema_extra=_meta("advanced"))
     vf_coef: float = Field(0.1, ge=0, le=100, title="Value loss weight",
                            description="Weight of the value model's loss next to the policy loss.",
-                           json_schema_extra=_meta("advanced"))
+                           json_schema_extra=_meta("advanced", aliases=("vf_coef",)))
     num_ppo_epochs: int = Field(4, ge=1, le=100, title="PPO epochs",
                                 description="Passes over each rollout batch; one training step is one rollout and "
-                                            "its PPO epochs.", json_schema_extra=_meta())
+                                            "its PPO epochs.", json_schema_extra=_meta(aliases=("num_ppo_epochs",)))
     num_mini_batches: int = Field(1, ge=1, le=4096, title="Minibatches",
                                   description="Optimizer steps per PPO epoch. The rollout batch is batch size × "
                                               "gradient accumulation × minibatches completions per process.",
-                                  json_schema_extra=_meta("advanced"))
+                                  json_schema_extra=_meta("advanced", aliases=("num_mini_batches",)))
     kl_coef: float = Field(0.05, ge=0, le=100, title="KL coefficient",
                            description="Penalty per token for moving away from the reference (the model without "
                                        "the adapter). 0.01 to 0.2; the starting value when adaptive.",
-                           json_schema_extra=_meta())
+                           json_schema_extra=_meta(aliases=("kl_coef",)))
     adaptive_kl: bool = Field(False, title="Adaptive KL",
                               description="Raise or lower the KL coefficient after each rollout to keep the KL near "
                                           "the target (Ziegler et al. 2019).",

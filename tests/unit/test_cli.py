@@ -79,3 +79,15 @@ def test_output_cut_short_by_the_reader_is_no_error(tmp_path):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_settings_lists_every_setting_with_its_range_and_trl_names():
+    import json
+
+    out = subprocess.run([sys.executable, str(REPO / "launch.py"), "settings", "--mode", "dpo", "--json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    rows = {r["path"]: r for r in json.loads(out.stdout)}
+    assert rows["dpo.beta"]["aliases"] == ["beta"] and rows["dpo.beta"]["max"] == 100
+    assert "ppo.kl_coef" not in rows and "learning_rate" in rows
+    text = launch.build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    assert "lora.r  [1..1024]  (default 8; also lora_r)" in text  # train --help lists the settings too

@@ -168,3 +168,26 @@ def test_ppo_cross_field_checks_name_the_setting_to_change():
     assert err.startswith("ppo.lam:")
     c = build_config({**base, "ppo": {"value_init_run": "  20260101-000000-abcd "}})
     assert c.ppo.value_init_run == "20260101-000000-abcd"
+
+
+def test_trl_names_map_to_the_schema_in_presets_and_set():
+    c = build_config({"mode": "dpo", "beta": 0.3, "max_seq_length": 256, "bf16": True, "lora_r": 4})
+    assert (c.dpo.beta, c.max_length, c.precision, c.lora.r) == (0.3, 256, "bf16", 4)
+    grpo = {"mode": "grpo", "reward_sources": [{"type": "length", "params": {"target": 5}}]}
+    c = build_config(apply_overrides(grpo, ["num_generations=4", "beta=0.02", "per_device_train_batch_size=4"]))
+    assert (c.rl.num_generations, c.rl.beta) == (4, 0.02)
+    assert build_config({"max_length": 128, "max_seq_length": 128}).max_length == 128  # the same value: fine
+    assert "max_seq_length" not in to_yaml(build_config({"max_seq_length": 64}))  # stored under the schema's name
+
+
+@pytest.mark.parametrize("data, error", [
+    ({"max_seq_length": 256, "max_length": 128},
+     "max_seq_length: TRL's name for max_length, which is also given as max_length (128 vs 256); give one of them"),
+    ({"bf16": True, "fp16": True}, "fp16: TRL's name for precision, which is also given as bf16"),
+    ({"bf16": True, "precision": "fp32"}, "bf16: TRL's name for precision, which is also given as precision"),
+    ({"beta": 0.1}, "beta: sft runs have no such setting; it stands for dpo.beta (dpo), kto.beta (kto), rl.beta"),
+])
+def test_conflicting_or_foreign_trl_names_are_refused_naming_both(data, error):
+    with pytest.raises(ConfigError) as e:
+        build_config(data)
+    assert e.value.errors[0].startswith(error)
