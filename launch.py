@@ -51,7 +51,13 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(with_default_command(parser, sys.argv[1:] if argv is None else list(argv)))
     args.workspace = getattr(args, "workspace", None)
-    return args.func(args)
+    from backend.runs.store import WorkspaceError
+
+    try:
+        return args.func(args)
+    except WorkspaceError as e:
+        print(e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -33,12 +33,40 @@ def _auth(args):
     return tuple(args.auth.split(":", 1))
 
 
+def _port_taken(host: str, port: int) -> str | None:
+    """Why `port` cannot be served on `host` (with a free one to use instead), or None when it can."""
+    import socket
+
+    def free(p: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind((host, p))
+                return True
+            except OSError:
+                return False
+
+    if free(port):
+        return None
+    spare = next((p for p in range(port + 1, min(port + 100, 65536)) if free(p)), None)
+    return f"port {port} on {host} is taken (another workbench or program listens there)" + (
+        f"; use --port {spare}, which is free" if spare else "; choose another --port")
+
+
+def _warn_if_open(args, auth) -> None:
+    if auth is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"WARNING: serving on {args.host} without --auth: anyone who can reach this machine can start runs "
+              "and read the workspace; give --auth user:password (or WORKBENCH_AUTH)", file=sys.stderr, flush=True)
+
+
 def cmd_ui(args) -> int:
     from app.main import launch_ui  # gradio is imported here only: the other commands start without it
 
     auth = _auth(args)
     if auth is False:
         return EXIT_BAD_INPUT
+    if why := _port_taken(args.host, args.port):
+        return bad_input(f"cannot start the UI: {why}")
+    _warn_if_open(args, auth)
     launch_ui(workspace=workspace(args), host=args.host, port=args.port, auth=auth)
     return 0
 
@@ -49,6 +77,7 @@ def cmd_metrics(args) -> int:
     auth = _auth(args)
     if auth is False:
         return EXIT_BAD_INPUT
+    _warn_if_open(args, auth)
     try:
         server = serve(open_store(args), host=args.host, port=args.port, auth=auth)
     except OSError as e:

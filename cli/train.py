@@ -24,14 +24,11 @@ def add_parsers(sub, common) -> None:
 
 
 def cmd_train(args) -> int:
-    from backend.config import ConfigError, apply_overrides, build_config, load_config
+    from backend.config import ConfigError, load_config
     from backend.runs.jobs import submit_run
 
     try:
-        if args.config:
-            config = load_config(args.config, args.set)
-        else:
-            config = build_config(apply_overrides({}, args.set))
+        config = load_config(args.config, args.set)
         store = open_store(args)
         run = submit_run(store, config)
     except ConfigError as e:

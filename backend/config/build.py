@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -138,12 +139,21 @@ def resolve_aliases(data: dict) -> dict:
 
 # ---- building and validating ----
 
+def _non_finite(value) -> bool:
+    try:
+        return isinstance(value, (float, str)) and not math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
 def _format_errors(err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
+        if _non_finite(e.get("input")):  # nan / inf fail every bound: say what they are
+            msg = f"not a finite number (got {e['input']!r})"
+        elif e["type"] == "extra_forbidden":
             known = [p for p, _ in field_paths()]
             close = difflib.get_close_matches(loc, known, n=1)
             msg = "unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")
@@ -201,12 +211,15 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     return data
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    data = read_yaml_mapping(path)
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """A run config from a YAML file (None: the defaults) and `--set` overrides."""
+    data = read_yaml_mapping(path) if path else {}
+    set_here = {parse_override(item)[0]: item for item in overrides or []}
     try:
         return build_config(apply_overrides(data, overrides or []))
-    except ConfigError as e:
-        raise ConfigError([f"{path}: {line}" for line in e.errors]) from None
+    except ConfigError as e:  # each problem blamed on where its value came from: the file or a --set
+        raise ConfigError([f"--set {set_here[key]}: {line.split(': ', 1)[1]}" if (key := line.split(":")[0])
+                           in set_here else f"{path}: {line}" for line in e.errors]) from None
 
 
 def to_yaml(config: RunConfig, only_changed: bool = False) -> str:

@@ -27,6 +27,10 @@ ACTIVE = ("queued", "running")
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a run folder's name: never a path
 
 
+class WorkspaceError(ValueError):
+    """A workspace folder the store cannot use; the message names it, says why and what to do."""
+
+
 class DeleteRefused(ValueError):
     """Runs that cannot be deleted, each with why; nothing was deleted."""
 
@@ -144,13 +148,20 @@ def is_run_id(text: str) -> bool:
 class RunStore:
     def __init__(self, workspace: str | Path):
         self.workspace = Path(workspace).resolve()
-        self.workspace.mkdir(parents=True, exist_ok=True)
         self.path = self.workspace / "workbench.db"
         self._local = threading.local()
         self._tables_made: list[RunReferences] = []
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
-            _migrate(db)
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            with self._connect() as db:
+                db.executescript(_SCHEMA)
+                _migrate(db)
+        except (OSError, sqlite3.Error) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            if isinstance(e, FileExistsError) or (self.workspace.exists() and not self.workspace.is_dir()):
+                why = "it is a file, not a folder"
+            raise WorkspaceError(f"workspace {self.workspace} cannot be used: {why}; choose a folder this user can "
+                                 "write (--workspace DIR or WORKBENCH_WORKSPACE)") from None
         self._make_registered_tables()
 
     def _make_registered_tables(self) -> None:

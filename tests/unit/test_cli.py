@@ -91,3 +91,26 @@ def test_settings_lists_every_setting_with_its_range_and_trl_names():
     assert "ppo.kl_coef" not in rows and "learning_rate" in rows
     text = launch.build_parser()._subparsers._group_actions[0].choices["train"].format_help()
     assert "lora.r  [1..1024]  (default 8; also lora_r)" in text  # train --help lists the settings too
+
+
+def _launch(*args, timeout=60):
+    return subprocess.run([sys.executable, str(REPO / "launch.py"), *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout)
+
+
+def test_bad_input_at_the_cli_is_one_clear_line_and_exit_2(tmp_path):
+    import socket
+
+    (tmp_path / "a-file").write_text("")
+    out = _launch("runs", "--workspace", str(tmp_path / "a-file"))
+    assert out.returncode == 2 and "it is a file, not a folder" in out.stderr and "Traceback" not in out.stderr
+    out = _launch("train", "presets/sft_demo.yaml", "--set", "learning_rate=nan", "--workspace", str(tmp_path))
+    assert out.returncode == 2 and "--set learning_rate=nan: not a finite number" in out.stderr, out.stderr
+    assert "presets/sft_demo.yaml: learning_rate" not in out.stderr  # the value came from --set, not the file
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = _launch("ui", "--port", str(port), "--workspace", str(tmp_path))
+    assert out.returncode == 2 and f"port {port} on 127.0.0.1 is taken" in out.stderr and "--port" in out.stderr
+    assert "Traceback" not in out.stderr
