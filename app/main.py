@@ -162,5 +162,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
                        footer_links=["settings"], js=label_layout.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
                        app_kwargs={"routes": [metrics_route(workspace, auth)],  # Gradio's own routes follow
-                                   "lifespan": dispatching(workspace)},
+                                   "lifespan": dispatching(workspace),
+                                   # FastAPI's route listing would answer without --auth; the UI needs none of it
+                                   "openapi_url": None, "docs_url": None, "redoc_url": None},
                        allowed_paths=[str(Path(workspace).resolve() / "exports")])  # export downloads

@@ -43,6 +43,7 @@ def test_auth_protects_the_api_and_the_server_binds_loopback(tmp_path):
                 assert proc.poll() is None and time.time() < deadline, "UI did not start"
                 time.sleep(0.5)
         assert _status(base + "/config") == 401
+        assert _status(base + "/openapi.json") in (401, 404)  # no route listing without the password
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         local = {line.split()[3] for line in listening.splitlines() if line.strip()}
         assert local == {f"127.0.0.1:{port}"}
