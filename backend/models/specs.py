@@ -217,6 +217,50 @@ def check_model(spec: str) -> None:
                          "folder.") from None
 
 
+def local_folder(spec: str) -> Path | None:
+    """The folder a spec's weights are in on this machine without downloading or converting anything, or None."""
+    if (spec or "").strip().lower() == EMBEDDED_MODEL:
+        folder = model_cache_dir() / EMBEDDED_MODEL
+        return folder if is_complete(folder, EMBEDDED_GGUF) else None
+    path = Path(spec).expanduser()
+    return path if path.is_dir() else None
+
+
+def weight_module_names(folder: Path) -> set[str] | None:
+    """The last name of every module holding a matrix (`q_proj`, `down_proj`, ...), read from the safetensors
+    headers alone (no torch, no weights read); None when the folder has no safetensors files."""
+    import json
+    import struct
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        return None
+    names = set()
+    for file in files:
+        with open(file, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+        for key, meta in header.items():
+            parts = key.split(".")
+            if key != "__metadata__" and len(meta.get("shape", ())) == 2 and len(parts) >= 2 and parts[-1] == "weight":
+                names.add(parts[-2])
+    return names
+
+
+def unknown_modules(spec: str, modules: list[str]) -> str | None:
+    """Why LoRA's target modules do not fit the model (checked before any weight loads), or None. Only plain
+    names are checked, and only for weights already on this machine: regexes, dotted paths and Hub models that
+    are not downloaded yet are left to PEFT."""
+    plain = [m for m in modules if m.isidentifier() and m != "all-linear"]
+    folder = local_folder(spec) if plain else None
+    names = weight_module_names(folder) if folder else None
+    missing = [m for m in plain if names is not None and m not in names]
+    if not missing:
+        return None
+    have = ", ".join(sorted(names - {"embed_tokens", "lm_head", "wte", "wpe"}))
+    return (f"{spec} has no module named {', '.join(missing)}; its layers are {have} (or use all-linear)")
+
+
 # ---- a tiny random model for tests and benchmarks ----
 
 def build_tiny_model(out_dir: str | Path) -> Path:

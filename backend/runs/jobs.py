@@ -43,13 +43,16 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
 def preflight(config: RunConfig, workspace: Path) -> None:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable."""
     from backend.data import DatasetError, prepare_dataset, prepare_eval_dataset
-    from backend.models import ModelError, check_model
+    from backend.models import ModelError, check_model, unknown_modules
 
     errors = []
     try:
         check_model(config.model)
     except ModelError as e:
         errors.append(f"model: {e}")
+    else:
+        if config.finetuning == "lora" and (why := unknown_modules(config.model, config.lora.target_modules)):
+            errors.append(f"lora.target_modules: {why}")
     try:
         dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace)
     except DatasetError as e:

@@ -221,3 +221,13 @@ def test_tiny_model_is_built_once(tiny_model):
     before = _mtimes(tiny_model)
     assert build_tiny_model(tiny_model) == tiny_model
     assert _mtimes(tiny_model) == before
+
+
+def test_lora_target_modules_are_checked_against_the_weights_before_anything_loads(tiny_model):
+    from backend.models import unknown_modules
+
+    assert unknown_modules(str(tiny_model), ["q_proj", "v_proj"]) is None
+    why = unknown_modules(str(tiny_model), ["q_proj", "foo_proj"])
+    assert why.startswith(f"{tiny_model} has no module named foo_proj; its layers are down_proj, gate_proj")
+    assert unknown_modules(str(tiny_model), [r".*\.q_proj", "all-linear"]) is None  # patterns are PEFT's to match
+    assert unknown_modules("org/not-downloaded", ["foo_proj"]) is None  # no local weights: nothing to check here
