@@ -13,7 +13,7 @@ from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",
-                  "failed": "#dc2626", "stopped": "#d97706"}
+                  "failed": "#dc2626", "stopped": "#d97706", "interrupted": "#ea580c"}
 _TITLES = {path: info.title for path, info in field_paths()}
 # an item of a list setting: reward_sources.0, reward_sources.0.weight, reward_sources.0 (correct)
 _LIST_ITEM = re.compile(r"^(?P<path>[\w.]+?)\.(?P<index>\d+)(?:\.(?P<field>[\w.]+))?(?: \((?P<name>[^)]*)\))?$")

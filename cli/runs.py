@@ -1,4 +1,4 @@
-"""runs, show, note, delete, compare, stop: the run history and what can be done to one run."""
+"""runs, show, note, delete, compare, stop, resume: the run history and what can be done to one run."""
 from __future__ import annotations
 
 import sys
@@ -41,6 +41,12 @@ def add_parsers(sub, common) -> None:
     st.add_argument("--force", action="store_true", help="kill at once, without saving")
     st.set_defaults(func=cmd_stop)
 
+    ru = sub.add_parser("resume", parents=[common],
+                        help="resume a failed, stopped or interrupted run from its last checkpoint (same id)")
+    ru.add_argument("run_id")
+    ru.add_argument("--detach", action="store_true", help="queue it and return at once")
+    ru.set_defaults(func=cmd_resume)
+
 
 def cmd_runs(args) -> int:
     from backend.runs.jobs import dispatch
@@ -51,7 +57,8 @@ def cmd_runs(args) -> int:
     if args.json:
         print_json([{"id": r.id, "name": r.name, "mode": r.mode, "status": r.status, "step": r.step,
                      "total_steps": r.total_steps, "created_at": r.created_at, "started_at": r.started_at,
-                     "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note} for r in runs])
+                     "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note,
+                     "attempt": r.attempt} for r in runs])
         return 0
     if not runs:
         print(f"no {'/'.join(args.status)} runs" if args.status else "no runs yet")
@@ -78,7 +85,8 @@ def cmd_show(args) -> int:
                     "metrics": [{"step": m["step"], "name": m["name"], "value": m["value"]} for m in rows],
                     "last_metrics": store.last_metrics(run.id), "log_tail": log_tail(store, run.id)})
         return 0
-    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}")
+    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}"
+          + (f" (attempt {run.attempt})" if run.attempt > 1 else ""))
     print(f"  progress: {run.step}/{run.total_steps or '?'}\n  started: {fmt_time(run.started_at)}"
           f"\n  finished: {fmt_time(run.finished_at)}\n  adapter: {run.adapter_path or '-'}")
     if run.note:
@@ -185,3 +193,18 @@ def cmd_stop(args) -> int:
         return bad_input(e.args[0])
     print(f"run {args.run_id}: {outcome}")
     return 0
+
+
+def cmd_resume(args) -> int:
+    from backend.runs.jobs import resume_run
+    from cli.train import follow_run
+
+    store = open_store(args)
+    try:
+        run = resume_run(store, args.run_id)
+    except (KeyError, ValueError) as e:
+        return bad_input(f"Cannot resume: {e.args[0]}")
+    print(f"run {run.id}: attempt {run.attempt}, resuming from step {run.step}", flush=True)
+    if args.detach:
+        return 0
+    return follow_run(store, run.id)

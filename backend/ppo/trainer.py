@@ -35,6 +35,7 @@ import asyncio
 import inspect
 import math
 import os
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -461,4 +462,16 @@ class PPOTrainer(Trainer):
         self.save_model(folder)
         if self.args.should_save:
             self.state.save_to_json(os.path.join(folder, "trainer_state.json"))
+            self._drop_old_checkpoints()
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
+
+    def _drop_old_checkpoints(self) -> None:
+        """Keep the newest `save_total_limit` folders, as the Trainer's own rotation does: each one holds a
+        value model too."""
+        limit = self.args.save_total_limit
+        if not limit:
+            return
+        folders = sorted(Path(self.args.output_dir).glob("checkpoint-*"),
+                         key=lambda p: int(p.name.rsplit("-", 1)[1]) if p.name.rsplit("-", 1)[1].isdigit() else -1)
+        for old in folders[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)
