@@ -85,6 +85,8 @@ def status_line(run: Run, now: float | None = None) -> str:
     """One line that starts with the status word: what the run is doing, its pace and ETA."""
     now = time.time() if now is None else now
     parts = [_status_word(run)]
+    if run.attempt > 1:  # resumed from a checkpoint
+        parts.append(f"attempt {run.attempt}")
     if run.status == "running" and run.stop_requested:
         parts[0] = "running · stop requested, saving the adapter"
     elif run.status == "running" and not run.train_started_at:
