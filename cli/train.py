@@ -13,12 +13,23 @@ def add_parsers(sub, common) -> None:
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
     tr.add_argument("--detach", action="store_true", help="start the run and return at once")
+    tr.add_argument("--resume", metavar="RUN_ID",
+                    help="resume this failed, stopped or interrupted run from its last checkpoint instead "
+                         "(like `launch.py resume RUN_ID`)")
     tr.set_defaults(func=cmd_train)
 
 
 def cmd_train(args) -> int:
     from backend.config import ConfigError, apply_overrides, build_config, load_config
     from backend.runs.jobs import submit_run
+
+    if args.resume:
+        if args.config or args.set:
+            return bad_input("train --resume: the run keeps its own settings; give no config file or --set")
+        from cli.runs import cmd_resume
+
+        args.run_id = args.resume
+        return cmd_resume(args)
 
     try:
         if args.config:
