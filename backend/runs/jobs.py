@@ -134,7 +134,7 @@ def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
     return path, step
 
 
-def resume_run(store: RunStore, run_id: str) -> Run:
+def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
     """Queue a failed, stopped or interrupted run again from its last checkpoint, as its next attempt; the
     worker resumes the trainer (optimizer, scheduler, RNG, data order) from there. Raises ValueError, with
     why, when it cannot."""
@@ -147,6 +147,12 @@ def resume_run(store: RunStore, run_id: str) -> Run:
     if not mode_spec(run.mode).resumable:
         raise ValueError(f"run {run_id} is a {run.mode.upper()} run: the project's own {run.mode.upper()} trainer "
                          "does not resume from checkpoints yet; start a new run")
+    deadline = time.time() + wait_s
+    while run.pid and pid_alive(run.pid) and time.time() < deadline:  # its supervisor is still ending the run
+        time.sleep(0.2)
+    if run.pid and pid_alive(run.pid):
+        raise ValueError(f"run {run_id} is still shutting down (its supervisor, pid {run.pid}, is running); "
+                         "try again in a few seconds")
     checkpoint = last_checkpoint(store, run_id)
     if checkpoint is None:
         every = run.config.save_steps
@@ -258,7 +264,8 @@ def supervise(run_id: str, workspace: str) -> int:
             rc = proc.wait()
     finally:
         beat.stop()
-        if (ended := store.get_run(run_id)).status == "running":
+        ended = store.get_run(run_id)
+        if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
             tail = log_tail(store, run_id)
             why = death_message(rc, ended.worker_pid, tail)
             store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))

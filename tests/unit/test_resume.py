@@ -1,5 +1,6 @@
 """Resuming a run from its last checkpoint, interrupted runs, and how a dead worker is described (no training)."""
 import json
+import os
 import sqlite3
 import time
 
@@ -84,6 +85,11 @@ def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run_a
     _checkpoint(store, running.id, 2)
     with pytest.raises(ValueError, match="is running: only an ended run can be resumed"):
         jobs.resume_run(store, running.id)
+    ending = _dead_run(store)
+    _checkpoint(store, ending.id, 4)
+    store.update_run(ending.id, pid=os.getpid())  # its supervisor has not exited yet
+    with pytest.raises(ValueError, match="is still shutting down"):
+        jobs.resume_run(store, ending.id, wait_s=0.1)
     done = _dead_run(store, status="completed")
     _checkpoint(store, done.id, 4)
     with pytest.raises(ValueError, match="has completed"):
