@@ -1,4 +1,4 @@
-"""runs, show, note, delete, compare, stop, resume: the run history and what can be done to one run."""
+"""runs, show, note, delete, compare, stop: the run history and what can be done to one run."""
 from __future__ import annotations
 
 import sys
@@ -40,12 +40,6 @@ def add_parsers(sub, common) -> None:
     st.add_argument("run_id")
     st.add_argument("--force", action="store_true", help="kill at once, without saving")
     st.set_defaults(func=cmd_stop)
-
-    ru = sub.add_parser("resume", parents=[common],
-                        help="resume a failed, stopped or interrupted run from its last checkpoint (same id)")
-    ru.add_argument("run_id")
-    ru.add_argument("--detach", action="store_true", help="queue it and return at once")
-    ru.set_defaults(func=cmd_resume)
 
 
 def cmd_runs(args) -> int:
@@ -194,17 +188,3 @@ def cmd_stop(args) -> int:
     print(f"run {args.run_id}: {outcome}")
     return 0
 
-
-def cmd_resume(args) -> int:
-    from backend.runs.jobs import resume_run
-    from cli.train import follow_run
-
-    store = open_store(args)
-    try:
-        run = resume_run(store, args.run_id)
-    except (KeyError, ValueError) as e:
-        return bad_input(f"Cannot resume: {e.args[0]}")
-    print(f"run {run.id}: attempt {run.attempt}, resuming from step {run.step}", flush=True)
-    if args.detach:
-        return 0
-    return follow_run(store, run.id)

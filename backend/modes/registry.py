@@ -30,7 +30,6 @@ class ModeSpec:
     keeps_extra_columns: bool = True  # extra dataset columns reach the trainer (reward functions read them)
     label_format: Literal["sft", "dpo", "kto"] = "dpo"  # what it reads from a labeling session
     ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
-    resumable: bool = True  # its trainer resumes from a checkpoint (TRL's resume_from_checkpoint)
 
     @property
     def writes_answers(self) -> bool:
@@ -65,7 +64,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
-             sections=("rl", "ppo"), online_rl=True, ddp_only=True, resumable=False),
+             sections=("rl", "ppo"), online_rl=True, ddp_only=True),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl",), online_rl=True, groups_completions=True),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,

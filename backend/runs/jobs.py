@@ -106,7 +106,7 @@ def reconcile(store: RunStore) -> list[str]:
         if is_dead(run.pid, run.heartbeat_at, run.started_at or run.created_at, now=now):
             why = "the worker never started" if run.pid is None else \
                 f"every process of the run is gone (supervisor pid {run.pid})"
-            checkpoint = last_checkpoint(store, run.id) if mode_spec(run.mode).resumable else None
+            checkpoint = last_checkpoint(store, run.id)
             why += f"; resume from step {checkpoint[1]}" if checkpoint else "; no checkpoint to resume from"
             tail = log_tail(store, run.id)
             if store.finish_run(run.id, "interrupted",
@@ -136,7 +136,7 @@ def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
 
 def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
     """Queue a failed, stopped or interrupted run again from its last checkpoint, as its next attempt; the
-    worker resumes the trainer (optimizer, scheduler, RNG, data order) from there. Raises ValueError, with
+    worker resumes the trainer (optimizer, scheduler, RNG, data order; PPO also its KL coefficient) from there. Raises ValueError, with
     why, when it cannot."""
     reconcile(store)
     run = store.get_run(run_id)
@@ -144,9 +144,6 @@ def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
         raise ValueError(f"run {run_id} is {run.status}: only an ended run can be resumed")
     if run.status == "completed":
         raise ValueError(f"run {run_id} has completed; there is nothing to resume")
-    if not mode_spec(run.mode).resumable:
-        raise ValueError(f"run {run_id} is a {run.mode.upper()} run: the project's own {run.mode.upper()} trainer "
-                         "does not resume from checkpoints yet; start a new run")
     deadline = time.time() + wait_s
     while run.pid and pid_alive(run.pid) and time.time() < deadline:  # its supervisor is still ending the run
         time.sleep(0.2)

@@ -51,3 +51,22 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_logs_each_step_once(tiny_m
     finally:
         if store.get_run(run.id).active:
             stop_run(store, run.id, force=True)
+
+
+def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, workspace):
+    from tests.integration.test_ppo_runs import tiny
+
+    store = RunStore(workspace)
+    run = submit_run(store, tiny(tiny_model, "ppo", max_steps=4, save_steps=2))
+    try:
+        killed_at = _kill_after_checkpoint(store, run.id, 2)
+        wait_for(lambda: store.get_run(run.id).status == "failed", timeout=30, what="failed status")
+        assert resume_run(store, run.id).step == killed_at
+        done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=300, what="resumed run")
+        assert done.status == "completed", done.error
+        steps = Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss")
+        assert steps == Counter(range(1, 5))
+        assert "resuming from" in (store.run_dir(run.id) / "train.log").read_text()
+    finally:
+        if store.get_run(run.id).active:
+            stop_run(store, run.id, force=True)

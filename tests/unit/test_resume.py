@@ -71,7 +71,7 @@ def test_a_first_attempt_starts_from_scratch_whatever_is_in_its_folder(store):
     assert jobs.resume_checkpoint(store, run) is None
 
 
-def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run_and_for_ppo(store):
+def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run(store):
     no_interval = _dead_run(store, mode_settings={"save_steps": 0})
     with pytest.raises(ValueError, match=f"run {no_interval.id} has no checkpoint to resume from; its checkpoint "
                                          "interval was 0"):
@@ -94,11 +94,6 @@ def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run_a
     _checkpoint(store, done.id, 4)
     with pytest.raises(ValueError, match="has completed"):
         jobs.resume_run(store, done.id)
-    ppo = _dead_run(store, mode_settings={"mode": "ppo", "dataset": "demo-math",
-                                                "reward_sources": [{"type": "length", "params": {"target": 20}}]})
-    _checkpoint(store, ppo.id, 4)
-    with pytest.raises(ValueError, match="PPO trainer does not resume"):
-        jobs.resume_run(store, ppo.id)
     assert len(store.metrics_since(no_interval.id)) == 5  # a refusal changes nothing
     store.finish_run(running.id, "stopped")
 
