@@ -50,15 +50,16 @@ def eta_seconds(run: Run, now: float) -> float | None:
     """Time left, from the pace since training began (model loading excluded); None when unknown."""
     if run.status != "running" or not run.train_started_at or not run.total_steps or run.step <= 0:
         return None
-    per_step = (now - run.train_started_at) / run.step
-    return max(0.0, per_step * (run.total_steps - run.step))
+    per_step = seconds_per_step(run, now)
+    return None if per_step is None else max(0.0, per_step * (run.total_steps - run.step))
 
 
 def seconds_per_step(run: Run, now: float) -> float | None:
-    if not run.train_started_at or run.step <= 0:
+    done = run.step - run.resumed_step  # steps of this attempt: a resumed one started at its checkpoint
+    if not run.train_started_at or done <= 0:
         return None
     end = run.finished_at if run.finished_at and not run.active else now
-    return (end - run.train_started_at) / run.step
+    return (end - run.train_started_at) / done
 
 
 # ---- runs ----

@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     adapter_path TEXT,
     note TEXT NOT NULL DEFAULT '',      -- the user's free text (added by _migrate to older workspaces)
-    attempt INTEGER NOT NULL DEFAULT 1  -- 1, then one more per resume (added by _migrate too)
+    attempt INTEGER NOT NULL DEFAULT 1, -- 1, then one more per resume (added by _migrate too)
+    resumed_step INTEGER NOT NULL DEFAULT 0  -- the checkpoint's step this attempt started from (pace, ETA)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -122,6 +123,7 @@ class Run:
     adapter_path: str | None = None
     note: str = ""
     attempt: int = 1
+    resumed_step: int = 0
     extra: dict = field(default_factory=dict)
 
     @property
@@ -228,6 +230,7 @@ class RunStore:
         d["stop_requested"] = bool(d["stop_requested"])
         d["note"] = d.get("note") or ""
         d["attempt"] = d.get("attempt") or 1
+        d["resumed_step"] = d.get("resumed_step") or 0
         return Run(**d)
 
     def get_run(self, run_id: str) -> Run:
@@ -275,9 +278,10 @@ class RunStore:
                                  "can be resumed")
             for table in ("metrics", "samples"):
                 db.execute(f"DELETE FROM {table} WHERE run_id=? AND step>?", (run_id, from_step))
-            db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, error=NULL, finished_at=NULL, "
-                       "started_at=NULL, pid=NULL, worker_pid=NULL, heartbeat_at=NULL, stop_requested=0, "
-                       "adapter_path=NULL WHERE id=?", (from_step, run_id))
+            db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, resumed_step=?, error=NULL, "
+                       "finished_at=NULL, started_at=NULL, train_started_at=NULL, pid=NULL, worker_pid=NULL, "
+                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL WHERE id=?",
+                       (from_step, from_step, run_id))
         return self.get_run(run_id)
 
     def set_note(self, run_id: str, note: str) -> str:
@@ -411,7 +415,8 @@ class RunStore:
 def _migrate(db: sqlite3.Connection) -> None:
     """Columns added after a workspace was made: added when missing, so older workspaces open as they are."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1"}
+    added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
+             "resumed_step": "INTEGER NOT NULL DEFAULT 0"}
     for name, kind in added.items():
         if name in columns:
             continue

@@ -59,10 +59,20 @@ def test_resume_continues_from_the_last_checkpoint_and_drops_the_dead_attempts_l
     _checkpoint(store, run.id, 6, complete=False)  # cut off mid-save: not a checkpoint
     resumed = jobs.resume_run(store, run.id)
     assert (resumed.id, resumed.status, resumed.attempt, resumed.step) == (run.id, "queued", 2, 4)
-    assert resumed.error is None and resumed.finished_at is None
+    assert resumed.error is None and resumed.finished_at is None and resumed.resumed_step == 4
     assert sorted(m["step"] for m in store.metrics_since(run.id)) == [1, 2, 3, 4]
     assert sorted(s["step"] for s in store.samples_since(run.id)) == [1, 2, 3, 4]
     assert jobs.resume_checkpoint(store, resumed).endswith("checkpoint-4")
+
+
+def test_the_pace_of_a_resumed_attempt_counts_only_its_own_steps():
+    from app.formatting import eta_seconds, seconds_per_step
+    from backend.runs.store import Run
+
+    now = time.time()
+    run = Run(id="r", name="r", mode="sft", status="running", config=build_config({}), created_at=now - 60,
+              train_started_at=now - 4, step=6, total_steps=8, attempt=2, resumed_step=4)
+    assert seconds_per_step(run, now) == pytest.approx(2.0) and eta_seconds(run, now) == pytest.approx(4.0)
 
 
 def test_a_first_attempt_starts_from_scratch_whatever_is_in_its_folder(store):
