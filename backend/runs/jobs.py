@@ -144,12 +144,18 @@ def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
         raise ValueError(f"run {run_id} is {run.status}: only an ended run can be resumed")
     if run.status == "completed":
         raise ValueError(f"run {run_id} has completed; there is nothing to resume")
+    # the last attempt's supervisor may still be ending it, or a worker outlived its supervisor: never two
+    def alive() -> list[str]:  # a pid with a fresh heartbeat: an old pid reused by another process is not it
+        r = store.get_run(run_id)
+        return [f"its {what}, pid {pid}," for what, pid in (("supervisor", r.pid), ("worker", r.worker_pid))
+                if pid and not is_dead(pid, r.heartbeat_at, r.finished_at)]
+
     deadline = time.time() + wait_s
-    while run.pid and pid_alive(run.pid) and time.time() < deadline:  # its supervisor is still ending the run
+    while alive() and time.time() < deadline:
         time.sleep(0.2)
-    if run.pid and pid_alive(run.pid):
-        raise ValueError(f"run {run_id} is still shutting down (its supervisor, pid {run.pid}, is running); "
-                         "try again in a few seconds")
+    if running := alive():
+        raise ValueError(f"run {run_id} is still shutting down ({running[0]} is running); try again in a few "
+                         "seconds")
     checkpoint = last_checkpoint(store, run_id)
     if checkpoint is None:
         every = run.config.save_steps

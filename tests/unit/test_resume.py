@@ -97,9 +97,11 @@ def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run(s
         jobs.resume_run(store, running.id)
     ending = _dead_run(store)
     _checkpoint(store, ending.id, 4)
-    store.update_run(ending.id, pid=os.getpid())  # its supervisor has not exited yet
+    store.update_run(ending.id, pid=os.getpid(), heartbeat_at=time.time())  # its supervisor has not exited yet
     with pytest.raises(ValueError, match="is still shutting down"):
         jobs.resume_run(store, ending.id, wait_s=0.1)
+    store.update_run(ending.id, heartbeat_at=time.time() - 3600)  # a pid long since reused by another process
+    assert jobs.resume_run(store, ending.id).status == "queued"
     done = _dead_run(store, status="completed")
     _checkpoint(store, done.id, 4)
     with pytest.raises(ValueError, match="has completed"):
