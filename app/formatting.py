@@ -13,7 +13,7 @@ from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",
-                  "failed": "#dc2626", "stopped": "#d97706"}
+                  "failed": "#dc2626", "stopped": "#d97706", "interrupted": "#ea580c"}
 _TITLES = {path: info.title for path, info in field_paths()}
 # an item of a list setting: reward_sources.0, reward_sources.0.weight, reward_sources.0 (correct)
 _LIST_ITEM = re.compile(r"^(?P<path>[\w.]+?)\.(?P<index>\d+)(?:\.(?P<field>[\w.]+))?(?: \((?P<name>[^)]*)\))?$")
@@ -50,15 +50,16 @@ def eta_seconds(run: Run, now: float) -> float | None:
     """Time left, from the pace since training began (model loading excluded); None when unknown."""
     if run.status != "running" or not run.train_started_at or not run.total_steps or run.step <= 0:
         return None
-    per_step = (now - run.train_started_at) / run.step
-    return max(0.0, per_step * (run.total_steps - run.step))
+    per_step = seconds_per_step(run, now)
+    return None if per_step is None else max(0.0, per_step * (run.total_steps - run.step))
 
 
 def seconds_per_step(run: Run, now: float) -> float | None:
-    if not run.train_started_at or run.step <= 0:
+    done = run.step - run.resumed_step  # steps of this attempt: a resumed one started at its checkpoint
+    if not run.train_started_at or done <= 0:
         return None
     end = run.finished_at if run.finished_at and not run.active else now
-    return (end - run.train_started_at) / run.step
+    return (end - run.train_started_at) / done
 
 
 # ---- runs ----
@@ -85,6 +86,8 @@ def status_line(run: Run, now: float | None = None) -> str:
     """One line that starts with the status word: what the run is doing, its pace and ETA."""
     now = time.time() if now is None else now
     parts = [_status_word(run)]
+    if run.attempt > 1:  # resumed from a checkpoint
+        parts.append(f"attempt {run.attempt}")
     if run.status == "running" and run.stop_requested:
         parts[0] = "running · stop requested, saving the adapter"
     elif run.status == "running" and not run.train_started_at:

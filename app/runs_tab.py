@@ -26,7 +26,7 @@ from backend import reporting
 from backend.runs import jobs
 from backend.config import to_yaml
 from backend.modes.registry import RL_MODES
-from backend.runs.store import DeleteRefused, Run, RunStore
+from backend.runs.store import RESUMABLE, DeleteRefused, Run, RunStore
 
 LOG_LINES = 40
 LOG_SETTLE_S = 10.0
@@ -92,6 +92,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
         stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120)
+        resume = gr.Button("Resume run", elem_id="runs-resume", scale=1, min_width=120, interactive=False)
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         note = gr.Textbox(label="Note (saved when you press Enter or leave the box)", elem_id="run-note", scale=4,
                           placeholder="e.g. lr too high, diverged at step 40", interactive=False)
@@ -122,13 +123,16 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view]
+               samples_table, note, delete, confirm, view, resume]
 
     def render_manage(v: RunView, run: Run | None) -> dict:
-        """Note, delete and confirm: an active run can't be deleted; the note follows the store."""
+        """Note, delete, confirm and resume: an active run can't be deleted; the note follows the store."""
         deletable = run is not None and not run.active
         v.confirm_delete = v.confirm_delete and deletable
         out = {}
+        resumable = run is not None and run.status in RESUMABLE
+        if v.changed("resume", resumable):
+            out[resume] = gr.update(interactive=resumable)
         if v.changed("note", (run.id, run.note) if run else None):
             out[note] = gr.update(value=run.note if run else "", interactive=run is not None)
         if v.changed("delete", deletable):
@@ -223,6 +227,18 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                 else f"The run is {outcome}.")
         return render(v)
 
+    def on_resume(v: RunView):
+        if not v.run_id:
+            gr.Info("Select a run first.")
+            return render(v)
+        try:
+            run = jobs.resume_run(store, v.run_id)
+        except (KeyError, ValueError) as e:
+            gr.Warning(str(e.args[0]))
+            return render(v)
+        gr.Info(f"{run.name}: attempt {run.attempt}, resuming from step {run.step} ({run.status}).")
+        return render(v)
+
     def on_note(text, v: RunView):
         try:
             run = store.get_run(v.run_id) if v.run_id else None
@@ -271,6 +287,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     table.select(on_table_select, None, select)
     samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
     stop.click(on_stop, view, outputs)
+    resume.click(on_resume, view, outputs)
     return RunsTab(select=select, outputs=outputs, render=render)
 
 

@@ -28,7 +28,7 @@ DEFAULT_BASE = Path(__file__).resolve().parents[1] / "presets" / "sft_demo.yaml"
 SWEEP_COLUMNS = ["name", "status", "trials", "objective", "best", "started", "id"]
 _BEST_STYLE = "background-color: rgba(22, 163, 74, 0.16); font-weight: 600"
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a", "failed": "#dc2626",
-                  "stopped": "#d97706"}
+                  "stopped": "#d97706", "interrupted": "#ea580c"}
 
 
 # ---- plain functions (unit-tested without a browser) ----

@@ -51,7 +51,8 @@ def cmd_runs(args) -> int:
     if args.json:
         print_json([{"id": r.id, "name": r.name, "mode": r.mode, "status": r.status, "step": r.step,
                      "total_steps": r.total_steps, "created_at": r.created_at, "started_at": r.started_at,
-                     "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note} for r in runs])
+                     "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note,
+                     "attempt": r.attempt} for r in runs])
         return 0
     if not runs:
         print(f"no {'/'.join(args.status)} runs" if args.status else "no runs yet")
@@ -78,7 +79,8 @@ def cmd_show(args) -> int:
                     "metrics": [{"step": m["step"], "name": m["name"], "value": m["value"]} for m in rows],
                     "last_metrics": store.last_metrics(run.id), "log_tail": log_tail(store, run.id)})
         return 0
-    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}")
+    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}"
+          + (f" (attempt {run.attempt})" if run.attempt > 1 else ""))
     print(f"  progress: {run.step}/{run.total_steps or '?'}\n  started: {fmt_time(run.started_at)}"
           f"\n  finished: {fmt_time(run.finished_at)}\n  adapter: {run.adapter_path or '-'}")
     if run.note:
@@ -185,3 +187,4 @@ def cmd_stop(args) -> int:
         return bad_input(e.args[0])
     print(f"run {args.run_id}: {outcome}")
     return 0
+

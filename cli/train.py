@@ -1,4 +1,4 @@
-"""train: start a run, then follow it in the foreground (Ctrl-C stops it) unless --detach."""
+"""train, resume: start (or resume) a run, then follow it in the foreground (Ctrl-C stops it) unless --detach."""
 from __future__ import annotations
 
 import sys
@@ -20,12 +20,27 @@ def add_parsers(sub, common) -> None:
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
     tr.add_argument("--detach", action="store_true", help="start the run and return at once")
+    tr.add_argument("--resume", metavar="RUN_ID",
+                    help="resume this failed, stopped or interrupted run from its last checkpoint instead "
+                         "(like `launch.py resume RUN_ID`)")
     tr.set_defaults(func=cmd_train)
+
+    ru = sub.add_parser("resume", parents=[common],
+                        help="resume a failed, stopped or interrupted run from its last checkpoint (same id)")
+    ru.add_argument("run_id")
+    ru.add_argument("--detach", action="store_true", help="queue it and return at once")
+    ru.set_defaults(func=cmd_resume)
 
 
 def cmd_train(args) -> int:
     from backend.config import ConfigError, load_config
     from backend.runs.jobs import submit_run
+
+    if args.resume:
+        if args.config or args.set:
+            return bad_input("train --resume: the run keeps its own settings; give no config file or --set")
+        args.run_id = args.resume
+        return cmd_resume(args)
 
     try:
         config = load_config(args.config, args.set)
@@ -85,3 +100,17 @@ def follow_run(store, run_id) -> int:
             print("--- last log lines ---\n" + log_tail(store, run_id), file=sys.stderr)
         return EXIT_FAILED
     return 0 if run.status == "completed" else EXIT_STOPPED
+
+
+def cmd_resume(args) -> int:
+    from backend.runs.jobs import resume_run
+
+    store = open_store(args)
+    try:
+        run = resume_run(store, args.run_id)
+    except (KeyError, ValueError) as e:
+        return bad_input(f"Cannot resume: {e.args[0]}")
+    print(f"run {run.id}: attempt {run.attempt}, resuming from step {run.step}", flush=True)
+    if args.detach:
+        return 0
+    return follow_run(store, run.id)

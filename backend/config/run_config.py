@@ -85,9 +85,13 @@ class RunConfig(_Section):
     logging_steps: int = Field(1, ge=1, le=100_000, title="Logging interval",
                                description="Log metrics every N steps (the live plots read these).",
                                json_schema_extra=_meta("advanced"))
-    save_steps: int = Field(0, ge=0, le=10_000_000, title="Checkpoint interval",
-                            description="Save a checkpoint every N steps; 0 saves only the final adapter.",
+    save_steps: int = Field(-1, ge=-1, le=10_000_000, title="Checkpoint interval",
+                            description="Save a checkpoint (to resume from after a crash) every N steps; -1: "
+                                        "about every 10% of the run; 0: none, only the final adapter.",
                             json_schema_extra=_meta("advanced"))
+    save_total_limit: int = Field(2, ge=0, le=100_000, title="Checkpoints kept",
+                                  description="Keep only the newest N checkpoints (older ones are deleted); "
+                                              "0 keeps them all.", json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
@@ -109,6 +113,13 @@ class RunConfig(_Section):
                     "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}].",
         json_schema_extra=_meta("basic", modes=list(RL_MODES)))
+
+    @field_validator("max_steps")
+    @classmethod
+    def _no_zero_steps(cls, v):
+        if v == 0:
+            raise ValueError("0 steps would train nothing; give a number of steps, or -1 (trains by epochs)")
+        return v
 
     @field_validator("report_to", mode="before")
     @classmethod

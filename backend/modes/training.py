@@ -54,6 +54,9 @@ def model_dtype(config: RunConfig) -> torch.dtype:
     return torch.float32
 
 
+AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (transformers reads <1 as a ratio)
+
+
 def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
     """Build a TRL/transformers args object from the schema; `mode_kwargs` adds the mode's own fields."""
     c = ctx.config
@@ -78,7 +81,8 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
         logging_steps=c.logging_steps,
         logging_first_step=True,
         save_strategy="steps" if c.save_steps else "no",
-        save_steps=c.save_steps or 500,
+        save_steps=AUTO_SAVE_RATIO if c.save_steps == -1 else c.save_steps or 500,  # <1: a ratio of the run
+        save_total_limit=c.save_total_limit or None,
         disable_tqdm=True,
         ddp_find_unused_parameters=False,
         dataloader_pin_memory=torch.cuda.is_available(),

@@ -35,6 +35,7 @@ import asyncio
 import inspect
 import math
 import os
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -211,16 +212,21 @@ class PPOTrainer(Trainer):
         max_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
         self.create_optimizer()
         self.create_scheduler(num_training_steps=max_steps, optimizer=self.optimizer)  # one step per rollout
+        self._shuffle = torch.Generator().manual_seed(args.seed + 1 + acc.process_index)
+        resumed = self._load_resume_state(resume_from_checkpoint) if resume_from_checkpoint else {}
         self.model_wrapped, self.optimizer = acc.prepare(self.model, self.optimizer)
         self.is_in_train = True
         self.state.max_steps, self.state.num_train_epochs = max_steps, math.ceil(max_steps / steps_per_epoch)
-        self.state.global_step, self.state.epoch = 0, 0.0
+        self.state.global_step = resumed.get("step", 0)
+        self.state.epoch = self.state.global_step / steps_per_epoch
         self.state.compute_steps(args, max_steps)
         self.control._new_training()
         self.control = self.callback_handler.on_train_begin(args, self.state, self.control)
         batches = self._prompt_batches(prompts_per_rollout)
-        self._shuffle = torch.Generator().manual_seed(args.seed + 1 + acc.process_index)
-        start, total_loss = time.time(), 0.0
+        for _ in range(self.state.global_step):  # the data order continues where the checkpoint left it
+            next(batches)
+        start, total_loss = time.time(), resumed.get("total_loss", 0.0)
+        self._total_loss = total_loss
         while self.state.global_step < max_steps:
             self.control = self.callback_handler.on_step_begin(args, self.state, self.control)
             step_start = time.time()
@@ -233,6 +239,7 @@ class PPOTrainer(Trainer):
             self.state.global_step += 1
             self.state.epoch = self.state.global_step / steps_per_epoch
             total_loss += update["loss"]
+            self._total_loss = total_loss
             logs = {"loss": update["loss"], "reward": rollout.stats["objective/scores"], **rollout.stats, **update,
                     "objective/kl_coef": kl_coef, "learning_rate": learning_rate,
                     "step_time": time.time() - step_start}
@@ -459,6 +466,56 @@ class PPOTrainer(Trainer):
     def _save_checkpoint_folder(self) -> None:
         folder = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")
         self.save_model(folder)
+        self._save_resume_state(folder)
+        self.accelerator.wait_for_everyone()  # trainer_state.json, the mark of a complete folder, comes last
         if self.args.should_save:
             self.state.save_to_json(os.path.join(folder, "trainer_state.json"))
+            self._drop_old_checkpoints()
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
+
+    def _resume_file(self, folder) -> Path:
+        return Path(folder) / f"ppo_resume_rank{self.accelerator.process_index}.pt"
+
+    def _save_resume_state(self, folder: str) -> None:
+        """What `train(resume_from_checkpoint=folder)` needs besides the saved models: the trainable weights
+        (policy adapter + value model, as one state dict), optimizer, schedule, KL coefficient, RNG; per rank."""
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        model = self.accelerator.unwrap_model(self.model_wrapped)
+        state = {"step": self.state.global_step, "kl": vars(self.kl_ctl), "shuffle": self._shuffle.get_state(),
+                 "torch_rng": torch.get_rng_state(), "total_loss": self._total_loss,
+                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+        if self.accelerator.is_main_process:
+            state |= {"trainable": {n: p.detach().cpu() for n, p in model.named_parameters() if p.requires_grad},
+                      "optimizer": self.optimizer.state_dict(), "scheduler": self.lr_scheduler.state_dict()}
+        torch.save(state, self._resume_file(folder))
+
+    def _load_resume_state(self, folder: str) -> dict:
+        path = self._resume_file(folder)
+        if not path.exists():  # e.g. resumed with more processes than it was saved with
+            raise ValueError(f"{path.name} is missing from {folder}: resume with the processes it was saved with")
+        state = torch.load(path, weights_only=False)
+        main = torch.load(Path(folder) / "ppo_resume_rank0.pt", weights_only=False) if "trainable" not in state \
+            else state
+        missing = set(main["trainable"]) - {n for n, _ in self.model.named_parameters()}
+        if missing:
+            raise ValueError(f"the checkpoint's weights do not fit this model ({sorted(missing)[:3]} ...)")
+        self.model.load_state_dict(main["trainable"], strict=False)
+        self.optimizer.load_state_dict(main["optimizer"])
+        self.lr_scheduler.load_state_dict(main["scheduler"])
+        vars(self.kl_ctl).update(state["kl"])
+        self._shuffle.set_state(state["shuffle"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        return state
+
+    def _drop_old_checkpoints(self) -> None:
+        """Keep the newest `save_total_limit` folders, as the Trainer's own rotation does: each one holds a
+        value model too."""
+        limit = self.args.save_total_limit
+        if not limit:
+            return
+        folders = sorted(Path(self.args.output_dir).glob("checkpoint-*"),
+                         key=lambda p: int(p.name.rsplit("-", 1)[1]) if p.name.rsplit("-", 1)[1].isdigit() else -1)
+        for old in folders[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)

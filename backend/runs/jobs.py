@@ -8,8 +8,10 @@ without a UI and no browser's poll writes to the store.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,15 +101,80 @@ def _config_yaml(config: RunConfig) -> str:
 
 
 def reconcile(store: RunStore) -> list[str]:
-    """Mark running runs whose processes are gone as failed. Returns the ids it changed."""
+    """Mark running runs whose processes are all gone (the supervisor too, so nothing recorded how the worker
+    ended: a machine restart, every process killed) as interrupted, with the step they can resume from.
+    Returns the ids it changed."""
     now, changed = time.time(), []
     for run in store.list_runs(("running",)):
-        why = "the worker never started" if run.pid is None else f"the worker process (pid {run.pid}) is gone"
         if is_dead(run.pid, run.heartbeat_at, run.started_at or run.created_at, now=now):
+            why = "the worker never started" if run.pid is None else \
+                f"every process of the run is gone (supervisor pid {run.pid})"
+            checkpoint = last_checkpoint(store, run.id)
+            why += f"; resume from step {checkpoint[1]}" if checkpoint else "; no checkpoint to resume from"
             tail = log_tail(store, run.id)
-            if store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else "")):
+            if store.finish_run(run.id, "interrupted",
+                                error=why + (f"\n--- last log lines ---\n{tail}" if tail else "")):
                 changed.append(run.id)
     return changed
+
+
+# ---- resuming ----
+
+def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
+    """The run's newest complete checkpoint and its step, or None. A folder without trainer_state.json (which
+    the trainer writes last) was cut off mid-save and is skipped."""
+    folder = store.run_dir(run_id) / "checkpoints"
+    found = []
+    for path in folder.glob("checkpoint-*") if folder.is_dir() else ():
+        try:
+            step = json.loads((path / "trainer_state.json").read_text())["global_step"]
+        except (OSError, ValueError, KeyError):
+            continue
+        found.append((int(step), path))
+    if not found:
+        return None
+    step, path = max(found)
+    return path, step
+
+
+def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
+    """Queue a failed, stopped or interrupted run again from its last checkpoint, as its next attempt; the
+    worker resumes the trainer (optimizer, scheduler, RNG, data order; PPO also its KL coefficient) from there. Raises ValueError, with
+    why, when it cannot."""
+    reconcile(store)
+    run = store.get_run(run_id)
+    if run.active:
+        raise ValueError(f"run {run_id} is {run.status}: only an ended run can be resumed")
+    if run.status == "completed":
+        raise ValueError(f"run {run_id} has completed; there is nothing to resume")
+    # the last attempt's supervisor may still be ending it, or a worker outlived its supervisor: never two
+    def alive() -> list[str]:  # a pid with a fresh heartbeat: an old pid reused by another process is not it
+        r = store.get_run(run_id)
+        return [f"its {what}, pid {pid}," for what, pid in (("supervisor", r.pid), ("worker", r.worker_pid))
+                if pid and not is_dead(pid, r.heartbeat_at, r.finished_at)]
+
+    deadline = time.time() + wait_s
+    while alive() and time.time() < deadline:
+        time.sleep(0.2)
+    if running := alive():
+        raise ValueError(f"run {run_id} is still shutting down ({running[0]} is running); try again in a few "
+                         "seconds")
+    checkpoint = last_checkpoint(store, run_id)
+    if checkpoint is None:
+        every = run.config.save_steps
+        why = "its checkpoint interval was 0" if every == 0 else "it ended before its first checkpoint"
+        raise ValueError(f"run {run_id} has no checkpoint to resume from; {why}")
+    run = store.requeue_for_resume(run_id, checkpoint[1])
+    dispatch(store)
+    return store.get_run(run_id)
+
+
+def resume_checkpoint(store: RunStore, run: Run) -> str | None:
+    """What the worker passes as `resume_from_checkpoint`: the last checkpoint, on a resumed attempt."""
+    if run.attempt <= 1:
+        return None
+    found = last_checkpoint(store, run.id)
+    return str(found[0]) if found else None
 
 
 def _claim_next(store: RunStore) -> str | None:
@@ -203,13 +270,33 @@ def supervise(run_id: str, workspace: str) -> int:
             rc = proc.wait()
     finally:
         beat.stop()
-        if store.get_run(run_id).status == "running":
-            why = f"the worker exited with code {rc} before finishing" if rc >= 0 else \
-                f"the worker was killed by {signal.Signals(-rc).name}"
+        ended = store.get_run(run_id)
+        if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
             tail = log_tail(store, run_id)
+            why = death_message(rc, ended.worker_pid, tail)
             store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
         dispatch(store)
     return rc
+
+
+_SIGNAL_HINTS = {"SIGKILL": " (out of memory?)", "SIGSEGV": " (a crash in native code)"}
+# accelerate launch reports a worker it lost to a signal as "... died with <Signals.SIGKILL: 9>."
+_DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+)")
+_ERROR_LINE = re.compile(r"^\w*(Error|Exception|Interrupt)\b.*")
+
+
+def death_message(rc: int, worker_pid: int | None, log_tail_text: str) -> str:
+    """How a worker ended that did not record its own outcome, naming the worker's pid (not the supervisor's,
+    nor accelerate's) and the signal or the last error line of its log."""
+    who = f"the worker (pid {worker_pid})" if worker_pid else "the worker"
+    lines = log_tail_text.splitlines()
+    died = [m.group(1) for line in lines if (m := _DIED_WITH.search(line))]
+    name = signal.Signals(-rc).name if rc < 0 else (died[-1] if died else None)
+    if name:
+        return f"{who} was killed by {name}{_SIGNAL_HINTS.get(name, '')}"
+    errors = [line.strip() for line in lines if _ERROR_LINE.match(line.strip())
+              and not line.strip().startswith("subprocess.CalledProcessError")]
+    return f"{who} exited with code {rc}" + (f": {errors[-1]}" if errors else " before finishing")
 
 
 def main(argv=None) -> int:

@@ -22,8 +22,11 @@ from typing import Callable
 
 from backend.config import ConfigError, RunConfig, build_config
 
-STATUSES = ("queued", "running", "completed", "failed", "stopped")
+STATUSES = ("queued", "running", "completed", "failed", "stopped", "interrupted")
 ACTIVE = ("queued", "running")
+ENDED = ("completed", "failed", "stopped", "interrupted")
+# interrupted: every process of the run vanished at once (a machine restart), not a failure of the training
+RESUMABLE = ("failed", "stopped", "interrupted")
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a run folder's name: never a path
 
 
@@ -57,7 +60,9 @@ CREATE TABLE IF NOT EXISTS runs (
     total_steps INTEGER,
     error TEXT,
     adapter_path TEXT,
-    note TEXT NOT NULL DEFAULT ''       -- the user's free text (added by _migrate to older workspaces)
+    note TEXT NOT NULL DEFAULT '',      -- the user's free text (added by _migrate to older workspaces)
+    attempt INTEGER NOT NULL DEFAULT 1, -- 1, then one more per resume (added by _migrate too)
+    resumed_step INTEGER NOT NULL DEFAULT 0  -- the checkpoint's step this attempt started from (pace, ETA)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -121,6 +126,8 @@ class Run:
     error: str | None = None
     adapter_path: str | None = None
     note: str = ""
+    attempt: int = 1
+    resumed_step: int = 0
     extra: dict = field(default_factory=dict)
 
     @property
@@ -233,6 +240,8 @@ class RunStore:
             d["config"] = RunConfig.model_construct(**data)
         d["stop_requested"] = bool(d["stop_requested"])
         d["note"] = d.get("note") or ""
+        d["attempt"] = d.get("attempt") or 1
+        d["resumed_step"] = d.get("resumed_step") or 0
         return Run(**d)
 
     def get_run(self, run_id: str) -> Run:
@@ -260,12 +269,31 @@ class RunStore:
 
     def finish_run(self, run_id: str, status: str, error: str | None = None, only_if_active: bool = True) -> bool:
         """Move a run to a final status; returns False when it had already ended (first writer wins)."""
-        assert status in ("completed", "failed", "stopped")
+        assert status in ENDED
         sql = "UPDATE runs SET status=?, finished_at=?, error=COALESCE(?, error) WHERE id=?"
         if only_if_active:
             sql += " AND status IN ('queued','running')"
         with self._connect() as db:
             return db.execute(sql, (status, time.time(), error, run_id)).rowcount > 0
+
+    def requeue_for_resume(self, run_id: str, from_step: int) -> Run:
+        """Queue an ended run again as its next attempt, from a checkpoint at `from_step`: the dead attempt's
+        metrics and samples after that step are deleted (the resumed attempt logs those steps again), so
+        every step stays logged once. Raises ValueError when the run is active."""
+        with self.transaction() as db:
+            row = db.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no run with id '{run_id}'")
+            if row["status"] not in RESUMABLE:
+                raise ValueError(f"run {run_id} is {row['status']}; only a failed, stopped or interrupted run "
+                                 "can be resumed")
+            for table in ("metrics", "samples"):
+                db.execute(f"DELETE FROM {table} WHERE run_id=? AND step>?", (run_id, from_step))
+            db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, resumed_step=?, error=NULL, "
+                       "finished_at=NULL, started_at=NULL, train_started_at=NULL, pid=NULL, worker_pid=NULL, "
+                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL WHERE id=?",
+                       (from_step, from_step, run_id))
+        return self.get_run(run_id)
 
     def set_note(self, run_id: str, note: str) -> str:
         """The user's free-text note on a run (\"\" clears it); returns it as stored."""
@@ -398,9 +426,13 @@ class RunStore:
 def _migrate(db: sqlite3.Connection) -> None:
     """Columns added after a workspace was made: added when missing, so older workspaces open as they are."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-    if "note" not in columns:
+    added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
+             "resumed_step": "INTEGER NOT NULL DEFAULT 0"}
+    for name, kind in added.items():
+        if name in columns:
+            continue
         try:
-            db.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+            db.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
         except sqlite3.OperationalError as e:  # another process added it first
             if "duplicate column" not in str(e):
                 raise

@@ -36,7 +36,8 @@ def run(run_id: str, workspace: str) -> int:
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
-    config = store.get_run(run_id).config
+    record = store.get_run(run_id)
+    config = record.config
     try:
         from backend.data import prepare_dataset, prepare_eval_dataset
         from backend.models import resolve_model
@@ -75,7 +76,13 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
                   f"samples and the adapter are recorded on machine 0", flush=True)
         trainer.add_callback(callback)
         trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
-        trainer.train()
+        from backend.runs.jobs import resume_checkpoint
+
+        if checkpoint := resume_checkpoint(store, record):
+            print(f"attempt {record.attempt}: resuming from {checkpoint}", flush=True)
+            trainer.train(resume_from_checkpoint=checkpoint)
+        else:
+            trainer.train()
         evaluate_at_end(trainer, ctx, stopped=callback.stopped)
         trainer.save_model(str(ctx.adapter_dir))
         if is_main:

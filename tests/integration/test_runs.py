@@ -84,12 +84,12 @@ def test_stop_saves_adapter_queue_moves_on_and_killed_worker_fails(tiny_model, w
     assert "last log lines" in run2.error and "step " in run2.error
 
 
-def test_a_vanished_supervisor_is_marked_failed(tiny_model, workspace):
+def test_a_vanished_supervisor_is_marked_interrupted(tiny_model, workspace):
     store = RunStore(workspace)
     run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 5000, "max_length": 64}))
     wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
     os.killpg(store.get_run(run.id).pid, signal.SIGKILL)  # the whole process group, supervisor included
-    wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "failed", timeout=15,
+    wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "interrupted", timeout=15,
              what="reconcile")
     assert "is gone" in store.get_run(run.id).error
 

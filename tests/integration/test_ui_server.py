@@ -74,7 +74,7 @@ def test_the_server_notices_a_dead_worker_with_no_browser_open(tmp_path):
         while store.get_run(run.id).status == "running":
             assert proc.poll() is None and time.time() < deadline, "the server never reconciled the run"
             time.sleep(0.5)
-        assert store.get_run(run.id).status == "failed" and "is gone" in store.get_run(run.id).error
+        assert store.get_run(run.id).status == "interrupted" and "is gone" in store.get_run(run.id).error
     finally:
         proc.terminate()
         proc.wait(15)

@@ -70,7 +70,7 @@ def test_a_run_whose_worker_died_can_be_deleted(tmp_path):
     run = store.create_run(build_config({}))
     stale = time.time() - 3600
     store.update_run(run.id, status="running", started_at=stale, heartbeat_at=stale, pid=None)
-    jobs.delete_runs(store, [run.id])  # reconciled to failed first
+    jobs.delete_runs(store, [run.id])  # reconciled to interrupted first
     assert not store.list_runs()
 
 

@@ -11,7 +11,7 @@ from backend.runs.store import RunStore
 
 SKIP = gr.skip()
 NAMES = ["table", "select", "progress", "plot", "log", "error", "adapter", "config", "samples_box", "samples_step",
-         "samples_table", "note", "delete", "confirm", "view"]
+         "samples_table", "note", "delete", "confirm", "view", "resume"]
 
 
 @pytest.fixture
@@ -76,6 +76,15 @@ def test_a_failed_run_shows_its_error(store, render):
     store.finish_run(run.id, "failed", error="the worker exited with code 1")
     out = render(RunView().select(run.id))
     assert out["error"]["visible"] is True and "exited with code 1" in out["error"]["value"]
+    assert out["resume"]["interactive"] is True  # a failed run can be resumed
+
+
+def test_a_resumed_run_shows_its_attempt_and_an_active_one_offers_no_resume(store, render):
+    run = store.create_run(build_config({}))
+    store.update_run(run.id, attempt=2, status="running", started_at=time.time(), train_started_at=time.time(),
+                     step=4, total_steps=6)
+    out = render(RunView().select(run.id))
+    assert "running · attempt 2 · step 4/6" in out["progress"] and out["resume"]["interactive"] is False
 
 
 def test_a_poll_only_reads_the_store_and_leaves_the_queue_to_the_server(store, render, monkeypatch):

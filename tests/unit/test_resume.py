@@ -1,0 +1,148 @@
+"""Resuming a run from its last checkpoint, interrupted runs, and how a dead worker is described (no training)."""
+import json
+import os
+import sqlite3
+import time
+
+import pytest
+
+from backend.config import ConfigError, build_config
+from backend.modes.training import AUTO_SAVE_RATIO
+from backend.runs import jobs
+from backend.runs.store import RunStore
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    # nothing here may start a real supervisor: a queued run is left for no one
+    started = []
+    monkeypatch.setattr(jobs, "dispatch", lambda s: started.append(s) or [])
+    store = RunStore(tmp_path)
+    yield store
+    for run in store.list_runs(("queued",)):
+        store.finish_run(run.id, "stopped")
+
+
+def _checkpoint(store, run_id, step, complete=True):
+    folder = store.run_dir(run_id) / "checkpoints" / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    if complete:
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    return folder
+
+
+def _dead_run(store, status="failed", mode_settings=None, steps=6):
+    run = store.create_run(build_config({"max_steps": steps, "save_steps": 2, **(mode_settings or {})}))
+    for step in range(1, steps):
+        store.add_metrics(run.id, step, {"loss": 1.0 / step})
+        store.add_samples(run.id, step, [{"prompt": "p", "completion": "c"}])
+    store.update_run(run.id, status="running", step=steps - 1)
+    store.finish_run(run.id, status, error="the worker was killed by SIGKILL")
+    return run
+
+
+def test_checkpoints_are_on_by_default_every_tenth_of_the_run_keeping_two():
+    c = build_config({})
+    assert (c.save_steps, c.save_total_limit) == (-1, 2)
+    assert 0 < AUTO_SAVE_RATIO < 1  # transformers reads a save_steps under 1 as a ratio of the run
+
+
+def test_zero_max_steps_is_refused_with_what_to_give_instead():
+    with pytest.raises(ConfigError, match="-1 \\(trains by epochs\\)"):
+        build_config({"max_steps": 0})
+
+
+def test_resume_continues_from_the_last_checkpoint_and_drops_the_dead_attempts_later_rows(store):
+    run = _dead_run(store)
+    _checkpoint(store, run.id, 2)
+    _checkpoint(store, run.id, 4)
+    _checkpoint(store, run.id, 6, complete=False)  # cut off mid-save: not a checkpoint
+    resumed = jobs.resume_run(store, run.id)
+    assert (resumed.id, resumed.status, resumed.attempt, resumed.step) == (run.id, "queued", 2, 4)
+    assert resumed.error is None and resumed.finished_at is None and resumed.resumed_step == 4
+    assert sorted(m["step"] for m in store.metrics_since(run.id)) == [1, 2, 3, 4]
+    assert sorted(s["step"] for s in store.samples_since(run.id)) == [1, 2, 3, 4]
+    assert jobs.resume_checkpoint(store, resumed).endswith("checkpoint-4")
+
+
+def test_the_pace_of_a_resumed_attempt_counts_only_its_own_steps():
+    from app.formatting import eta_seconds, seconds_per_step
+    from backend.runs.store import Run
+
+    now = time.time()
+    run = Run(id="r", name="r", mode="sft", status="running", config=build_config({}), created_at=now - 60,
+              train_started_at=now - 4, step=6, total_steps=8, attempt=2, resumed_step=4)
+    assert seconds_per_step(run, now) == pytest.approx(2.0) and eta_seconds(run, now) == pytest.approx(4.0)
+
+
+def test_a_first_attempt_starts_from_scratch_whatever_is_in_its_folder(store):
+    run = store.create_run(build_config({}))
+    _checkpoint(store, run.id, 3)
+    assert jobs.resume_checkpoint(store, run) is None
+
+
+def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run(store):
+    no_interval = _dead_run(store, mode_settings={"save_steps": 0})
+    with pytest.raises(ValueError, match=f"run {no_interval.id} has no checkpoint to resume from; its checkpoint "
+                                         "interval was 0"):
+        jobs.resume_run(store, no_interval.id)
+    early = _dead_run(store)
+    with pytest.raises(ValueError, match="no checkpoint to resume from; it ended before its first checkpoint"):
+        jobs.resume_run(store, early.id)
+
+    running = store.create_run(build_config({}))
+    store.update_run(running.id, status="running", pid=None, heartbeat_at=time.time(), started_at=time.time())
+    _checkpoint(store, running.id, 2)
+    with pytest.raises(ValueError, match="is running: only an ended run can be resumed"):
+        jobs.resume_run(store, running.id)
+    ending = _dead_run(store)
+    _checkpoint(store, ending.id, 4)
+    store.update_run(ending.id, pid=os.getpid(), heartbeat_at=time.time())  # its supervisor has not exited yet
+    with pytest.raises(ValueError, match="is still shutting down"):
+        jobs.resume_run(store, ending.id, wait_s=0.1)
+    store.update_run(ending.id, heartbeat_at=time.time() - 3600)  # a pid long since reused by another process
+    assert jobs.resume_run(store, ending.id).status == "queued"
+    done = _dead_run(store, status="completed")
+    _checkpoint(store, done.id, 4)
+    with pytest.raises(ValueError, match="has completed"):
+        jobs.resume_run(store, done.id)
+    assert len(store.metrics_since(no_interval.id)) == 5  # a refusal changes nothing
+    store.finish_run(running.id, "stopped")
+
+
+def test_a_run_whose_processes_all_vanished_is_interrupted_with_the_step_to_resume_from(store):
+    stale = time.time() - 3600
+    with_checkpoint, without = store.create_run(build_config({})), store.create_run(build_config({}))
+    for run in (with_checkpoint, without):
+        store.update_run(run.id, status="running", pid=999_999_999, started_at=stale, heartbeat_at=stale)
+    _checkpoint(store, with_checkpoint.id, 8)
+    assert set(jobs.reconcile(store)) == {with_checkpoint.id, without.id}
+    interrupted = store.get_run(with_checkpoint.id)
+    assert interrupted.status == "interrupted" and "resume from step 8" in interrupted.error
+    assert "no checkpoint" in store.get_run(without.id).error
+    assert jobs.resume_run(store, with_checkpoint.id).status == "queued"
+
+
+@pytest.mark.parametrize("rc, tail, expected", [
+    (-9, "", "the worker (pid 1234) was killed by SIGKILL (out of memory?)"),
+    (1, "step 4/6: loss=1\nsubprocess.CalledProcessError: Command '['python', '-m', 'backend.runs.worker']' "
+        "died with <Signals.SIGKILL: 9>.", "the worker (pid 1234) was killed by SIGKILL (out of memory?)"),
+    (1, "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: CUDA error: device-side assert"
+        "\nsubprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.",
+     "the worker (pid 1234) exited with code 1: RuntimeError: CUDA error: device-side assert"),
+    (2, "nothing useful", "the worker (pid 1234) exited with code 2 before finishing"),
+])
+def test_a_dead_worker_is_described_by_its_pid_and_its_signal_or_last_error(rc, tail, expected):
+    assert jobs.death_message(rc, 1234, tail) == expected
+
+
+def test_an_older_workspace_gains_the_attempt_column(tmp_path):
+    with sqlite3.connect(tmp_path / "workbench.db") as db:
+        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, name TEXT NOT NULL, mode TEXT NOT NULL, status TEXT NOT "
+                   "NULL, config TEXT NOT NULL, created_at REAL NOT NULL, started_at REAL, train_started_at REAL, "
+                   "finished_at REAL, pid INTEGER, worker_pid INTEGER, heartbeat_at REAL, stop_requested INTEGER NOT "
+                   "NULL DEFAULT 0, step INTEGER NOT NULL DEFAULT 0, total_steps INTEGER, error TEXT, "
+                   "adapter_path TEXT)")
+        db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",
+                   ("20250101-000000-abcd", "old", "sft", "failed", build_config({}).model_dump_json(), 1.0))
+    assert RunStore(tmp_path).get_run("20250101-000000-abcd").attempt == 1
