@@ -26,8 +26,8 @@ makes several optimizer steps, which the Trainer's own loop (one optimizer step 
 Dropout is switched off in the policy and the value model (LoRA dropout included): with it, the first
 minibatch's ratio π / π_old would not be 1 and the clipping would act on noise.
 
-One module of ~460 lines on purpose: the loop reads top to bottom in the order above; the maths it calls
-(GAE, losses, KL control) is in core.py and the value model in value.py.
+One module of ~470 lines on purpose: the loop reads top to bottom in the order above; the maths it calls
+(GAE, losses, KL control) is in core.py, the value model in value.py, and what resuming needs in checkpoint.py.
 """
 from __future__ import annotations
 
@@ -35,7 +35,6 @@ import asyncio
 import inspect
 import math
 import os
-import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput, speed_metrics
 
-from backend.ppo import core
+from backend.ppo import checkpoint, core
 from backend.ppo.value import SharedValueHead, decoder_and_head, hidden_states
 
 
@@ -213,7 +212,7 @@ class PPOTrainer(Trainer):
         self.create_optimizer()
         self.create_scheduler(num_training_steps=max_steps, optimizer=self.optimizer)  # one step per rollout
         self._shuffle = torch.Generator().manual_seed(args.seed + 1 + acc.process_index)
-        resumed = self._load_resume_state(resume_from_checkpoint) if resume_from_checkpoint else {}
+        resumed = checkpoint.load_resume_state(self, resume_from_checkpoint) if resume_from_checkpoint else {}
         self.model_wrapped, self.optimizer = acc.prepare(self.model, self.optimizer)
         self.is_in_train = True
         self.state.max_steps, self.state.num_train_epochs = max_steps, math.ceil(max_steps / steps_per_epoch)
@@ -466,56 +465,9 @@ class PPOTrainer(Trainer):
     def _save_checkpoint_folder(self) -> None:
         folder = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")
         self.save_model(folder)
-        self._save_resume_state(folder)
+        checkpoint.save_resume_state(self, folder)
         self.accelerator.wait_for_everyone()  # trainer_state.json, the mark of a complete folder, comes last
         if self.args.should_save:
             self.state.save_to_json(os.path.join(folder, "trainer_state.json"))
-            self._drop_old_checkpoints()
+            checkpoint.drop_old_checkpoints(self.args.output_dir, self.args.save_total_limit)
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
-
-    def _resume_file(self, folder) -> Path:
-        return Path(folder) / f"ppo_resume_rank{self.accelerator.process_index}.pt"
-
-    def _save_resume_state(self, folder: str) -> None:
-        """What `train(resume_from_checkpoint=folder)` needs besides the saved models: the trainable weights
-        (policy adapter + value model, as one state dict), optimizer, schedule, KL coefficient, RNG; per rank."""
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        model = self.accelerator.unwrap_model(self.model_wrapped)
-        state = {"step": self.state.global_step, "kl": vars(self.kl_ctl), "shuffle": self._shuffle.get_state(),
-                 "torch_rng": torch.get_rng_state(), "total_loss": self._total_loss,
-                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-        if self.accelerator.is_main_process:
-            state |= {"trainable": {n: p.detach().cpu() for n, p in model.named_parameters() if p.requires_grad},
-                      "optimizer": self.optimizer.state_dict(), "scheduler": self.lr_scheduler.state_dict()}
-        torch.save(state, self._resume_file(folder))
-
-    def _load_resume_state(self, folder: str) -> dict:
-        path = self._resume_file(folder)
-        if not path.exists():  # e.g. resumed with more processes than it was saved with
-            raise ValueError(f"{path.name} is missing from {folder}: resume with the processes it was saved with")
-        state = torch.load(path, weights_only=False)
-        main = torch.load(Path(folder) / "ppo_resume_rank0.pt", weights_only=False) if "trainable" not in state \
-            else state
-        missing = set(main["trainable"]) - {n for n, _ in self.model.named_parameters()}
-        if missing:
-            raise ValueError(f"the checkpoint's weights do not fit this model ({sorted(missing)[:3]} ...)")
-        self.model.load_state_dict(main["trainable"], strict=False)
-        self.optimizer.load_state_dict(main["optimizer"])
-        self.lr_scheduler.load_state_dict(main["scheduler"])
-        vars(self.kl_ctl).update(state["kl"])
-        self._shuffle.set_state(state["shuffle"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        return state
-
-    def _drop_old_checkpoints(self) -> None:
-        """Keep the newest `save_total_limit` folders, as the Trainer's own rotation does: each one holds a
-        value model too."""
-        limit = self.args.save_total_limit
-        if not limit:
-            return
-        folders = sorted(Path(self.args.output_dir).glob("checkpoint-*"),
-                         key=lambda p: int(p.name.rsplit("-", 1)[1]) if p.name.rsplit("-", 1)[1].isdigit() else -1)
-        for old in folders[:-limit]:
-            shutil.rmtree(old, ignore_errors=True)
