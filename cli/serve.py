@@ -39,6 +39,8 @@ def _port_taken(host: str, port: int) -> str | None:
 
     def free(p: int) -> bool:
         with socket.socket() as s:
+            # as the server itself binds: a just-closed server's TIME_WAIT is no reason to refuse
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, p))
                 return True
