@@ -14,6 +14,8 @@
   python launch.py export RUN_ID --out DIR [--merge] [--zip] [--overwrite]
   python launch.py sweep start SPEC.yaml | --preset RUN.yaml --param FIELD=KIND:LOW:HIGH ... [--detach]
   python launch.py sweep list|show|stop|resume SWEEP_ID
+  python launch.py eval [start] --model run:ID --against base --dataset FILE --scorer numeric_match:answer
+  python launch.py eval list|show|stop|restart|delete EVAL_ID
   python launch.py metrics [--host 127.0.0.1] [--port 9101] [--auth user:pass]
 """
 from __future__ import annotations
@@ -25,11 +27,11 @@ import sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from cli import export, labels, runs, serve, settings, sweep, train  # noqa: E402
+from cli import evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
 from cli.common import workspace_option  # noqa: E402
 
 # Each module adds its subcommands; this order is the order of `launch.py --help`.
-COMMANDS = (serve, train, settings, runs, export, labels, sweep)
+COMMANDS = (serve, train, settings, runs, evaluate, export, labels, sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`launch.py --port 7861` starts the UI, as `launch.py` alone does: `ui` when no command is named."""
     commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return argv if any(a in commands or a in ("-h", "--help") for a in argv) else ["ui", *argv]
+    if not any(a in commands or a in ("-h", "--help") for a in argv):
+        return ["ui", *argv]
+    return evaluate.with_default_subcommand(argv)
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from backend.config import ConfigError, RunConfig
 from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.modes.registry import mode_spec
-from backend.runs.store import Run, RunStore
+from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def resume_checkpoint(store: RunStore, run: Run) -> str | None:
 
 def _claim_next(store: RunStore) -> str | None:
     with store.transaction() as db:
-        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0]
+        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + slot_holders(db)
         if running >= MAX_CONCURRENT:
             return None
         row = db.execute("SELECT id FROM runs WHERE status='queued' ORDER BY created_at LIMIT 1").fetchone()
@@ -198,6 +198,8 @@ def dispatch(store: RunStore) -> list[str]:
     while (run_id := _claim_next(store)) is not None:
         _spawn_supervisor(store, run_id)
         started.append(run_id)
+    for other in other_dispatchers():  # queued evaluations take the slot when no run wants it
+        other(store)
     return started
 
 

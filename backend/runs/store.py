@@ -92,12 +92,25 @@ class RunReferences:
     tables: str  # CREATE ... IF NOT EXISTS statements, run when a store opens (an older workspace gains them)
     refuse: Callable[[sqlite3.Connection, str], str | None]  # why this run cannot be deleted now, or None
     forget: Callable[[sqlite3.Connection, list[str]], None]  # within the transaction that deletes these runs
+    # jobs of the package that share the training slot (evaluations): how many run now; counted by the queue
+    holding_slot: Callable[[sqlite3.Connection], int] | None = None
+    # starts the package's queued jobs when the slot frees; called after the runs' own dispatch
+    dispatch: Callable[[RunStore], object] | None = None
 
 
 _REFERENCES: list[RunReferences] = []
 # The packages that register references, imported when a store opens: every store then has their tables and
 # every deletion their checks, whichever module opened it. Named, not imported, here: they import this module.
-_PROVIDERS = ("backend.labeling", "backend.sweeps")
+_PROVIDERS = ("backend.labeling", "backend.sweeps", "backend.evals")
+
+
+def slot_holders(db: sqlite3.Connection) -> int:
+    """Jobs other than runs that hold the training slot now (evaluations)."""
+    return sum(refs.holding_slot(db) for refs in _REFERENCES if refs.holding_slot is not None)
+
+
+def other_dispatchers() -> list[Callable[[RunStore], object]]:
+    return [refs.dispatch for refs in _REFERENCES if refs.dispatch is not None]
 
 
 def register_references(refs: RunReferences) -> None:

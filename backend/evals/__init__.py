@@ -1,0 +1,28 @@
+"""Evaluation: does a run help? Models (the base, runs, checkpoints, exports) generate on an evaluation set,
+scored by the reward sources and reference metrics, side by side, with intervals, win rates and the examples
+that changed.
+
+Modules: `spec` (what an evaluation asks for), `scorers`, `generate` (batched, adapter merged), `store` (its
+tables), `job` (checks, queue, the detached process), `results` (summaries, examples, predictions). Importing
+the package registers its tables and its share of the training slot with the run store.
+"""
+from backend.evals.job import (BASE, Plan, dispatch_evals, log_path, plan, restart_eval, stop_eval, submit_eval)
+from backend.evals.results import (CATEGORIES, Summary, examples, format_table, summarize, table_rows,
+                                   write_predictions)
+from backend.evals.spec import (METRICS, SCORER_KINDS, EvalError, EvalSpec, Generation, ScorerConfig, build_spec,
+                                parse_scorer)
+from backend.evals.store import (ACTIVE, FINAL, Answer, Evaluation, answers, delete_eval, get_eval, list_evals)
+
+__all__ = ["ACTIVE", "BASE", "CATEGORIES", "FINAL", "METRICS", "SCORER_KINDS", "Answer", "EvalError", "EvalSpec",
+           "Evaluation", "Generation", "Plan", "ScorerConfig", "Summary", "answers", "build_spec", "delete_eval",
+           "dispatch_evals", "examples", "format_table", "get_eval", "list_evals", "log_path", "plan",
+           "restart_eval", "stop_eval", "submit_eval", "summarize", "summary_of", "table_rows",
+           "write_predictions"]
+
+
+def summary_of(store, evaluation: Evaluation) -> Summary:
+    from backend.evals.job import judge_info
+
+    columns, judge, binary = judge_info(evaluation.spec)
+    return summarize(answers(store, evaluation.id), evaluation.info.get("models", evaluation.spec.models), columns,
+                     binary, judge, evaluation.spec.generation.samples)

@@ -1,0 +1,5 @@
+import sys
+
+from backend.evals.job import main
+
+sys.exit(main())

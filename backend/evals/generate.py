@@ -1,0 +1,57 @@
+"""Batched generation for evaluation: prompts sorted by length and generated in left-padded batches with the
+KV cache, the adapter merged into the weights (exact up to float rounding, and no LoRA matmuls per token)."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from backend.evals.spec import Generation
+from backend.models.load import LoadedModel
+from backend.rewards.base import is_conversation, prompt_text
+
+
+def prompt_text_for(tokenizer, prompt, chat_template: bool) -> tuple[str, bool]:
+    """What the model reads, and whether it is already templated (no special tokens to add). A message list goes
+    through the chat template; a string too when `chat_template` (as the labeling generator and chat do)."""
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if has_template and (is_conversation(prompt) or chat_template):
+        messages = prompt if is_conversation(prompt) else [{"role": "user", "content": str(prompt)}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), True
+    return prompt_text(prompt), False
+
+
+def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, chat_template: bool = True,
+                     ) -> Iterator[tuple[list[int], list[list[str]]]]:
+    """Yields (indices into `prompts`, k answers for each) batch by batch, shortest prompts first."""
+    import torch
+
+    tokenizer, model = loaded.tokenizer, loaded.model
+    texts = [prompt_text_for(tokenizer, p, chat_template) for p in prompts]
+    lengths = [len(tokenizer(t, add_special_tokens=not templated)["input_ids"]) for t, templated in texts]
+    order = sorted(range(len(prompts)), key=lambda i: (texts[i][1], lengths[i]))
+    batches, current = [], []
+    for i in order:  # a batch is all templated or all raw text: special tokens are added per batch
+        if current and (len(current) == settings.batch_size or texts[current[0]][1] != texts[i][1]):
+            batches.append(current)
+            current = []
+        current.append(i)
+    batches += [current] if current else []
+    sampling = (dict(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
+                if settings.do_sample else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # answers continue every prompt at the same position
+    try:
+        for b, batch in enumerate(batches):
+            templated = texts[batch[0]][1]
+            enc = tokenizer([texts[i][0] for i in batch], return_tensors="pt", padding=True,
+                            add_special_tokens=not templated).to(model.device)
+            torch.manual_seed(settings.seed + b)
+            with torch.inference_mode():
+                out = model.generate(**enc, max_new_tokens=settings.max_new_tokens,
+                                     num_return_sequences=settings.samples, pad_token_id=tokenizer.pad_token_id,
+                                     **sampling)
+            new = out[:, enc["input_ids"].shape[1]:]
+            decoded = [t.strip() for t in tokenizer.batch_decode(new, skip_special_tokens=True)]
+            k = settings.samples
+            yield batch, [decoded[j * k:(j + 1) * k] for j in range(len(batch))]
+    finally:
+        tokenizer.padding_side = side
