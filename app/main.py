@@ -17,7 +17,8 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import chat_tab, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab, train_tab  # noqa: E402
+from app import (chat_tab, eval_tab, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
+                 train_tab)
 from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
 from backend import sweeps  # noqa: E402
@@ -87,6 +88,8 @@ def build_app(workspace: str | Path) -> gr.Blocks:
                 train = train_tab.build(store, timer, view)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs = runs_tab.build(store, timer, view)
+            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+                evaluate = eval_tab.build(store, timer)
             with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps"):
                 sweeps_tab.build(store, timer, runs.select, tabs, train.form)
             with gr.Tab("Reward playground", id="playground", elem_id="tab-playground"):
@@ -102,6 +105,13 @@ def build_app(workspace: str | Path) -> gr.Blocks:
             return {runs.select: run_selection(store, run_id), tabs: gr.Tabs(selected="runs")} if run_id else gr.skip()
 
         train.start_event.then(follow, train.started, [runs.select, tabs], show_progress="hidden")
+
+        def evaluate_run(run_id):
+            """Runs tab → Evaluate: the form filled to judge the run against its base, and the tab opened."""
+            return {**eval_tab.open_for_run(store, evaluate, run_id), tabs: gr.Tabs(selected="evaluate")}
+
+        runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
+                                                        evaluate.max_new_tokens, tabs], show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         demo.load(preview_fn, **preview_io, show_progress="hidden")

@@ -55,6 +55,7 @@ class RunsTab:
     select: gr.Dropdown
     outputs: list
     render: Callable[[RunView], dict]  # view -> {component: update} for outputs, the unchanged left out
+    evaluate: gr.Button  # main.py wires it to the Evaluate tab, so this tab never imports that one
 
 
 def default_selection(runs: list[Run]) -> str | None:
@@ -93,6 +94,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
         stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120)
         resume = gr.Button("Resume run", elem_id="runs-resume", scale=1, min_width=120, interactive=False)
+        evaluate = gr.Button("Evaluate", elem_id="runs-evaluate", scale=1, min_width=120, interactive=False)
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         note = gr.Textbox(label="Note (saved when you press Enter or leave the box)", elem_id="run-note", scale=4,
                           placeholder="e.g. lr too high, diverged at step 40", interactive=False)
@@ -123,7 +125,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view, resume]
+               samples_table, note, delete, confirm, view, resume, evaluate]
 
     def render_manage(v: RunView, run: Run | None) -> dict:
         """Note, delete, confirm and resume: an active run can't be deleted; the note follows the store."""
@@ -133,6 +135,9 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         resumable = run is not None and run.status in RESUMABLE
         if v.changed("resume", resumable):
             out[resume] = gr.update(interactive=resumable)
+        evaluable = run is not None and run.status == "completed" and bool(run.adapter_path)
+        if v.changed("evaluate", evaluable):
+            out[evaluate] = gr.update(interactive=evaluable)
         if v.changed("note", (run.id, run.note) if run else None):
             out[note] = gr.update(value=run.note if run else "", interactive=run is not None)
         if v.changed("delete", deletable):
@@ -288,7 +293,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
     stop.click(on_stop, view, outputs)
     resume.click(on_resume, view, outputs)
-    return RunsTab(select=select, outputs=outputs, render=render)
+    return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate)
 
 
 def initial_selection(store: RunStore):

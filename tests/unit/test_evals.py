@@ -129,3 +129,22 @@ def test_bad_evaluations_are_refused_before_anything_loads(tmp_path, tiny_model)
     assert "models.1 (no/such/folder)" in refusal(tmp_path, models=[str(tiny_model), "no/such/folder"])
     assert "models.0 (base): `base` means the base model of the other models" in refusal(tmp_path, models=["base"])
     assert "dataset: no run with id" in refusal(tmp_path, dataset="heldout:20260101-000000-abcd")
+
+
+def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_and_held_out_rows(tmp_path):
+    from app.eval_render import parse_scorer_lines, prefill, progress_html
+    from backend.config import build_config
+
+    assert [s["type"] for s in parse_scorer_lines("rouge_l\n\n# a comment\nnumeric_match:answer")] == \
+        ["rouge_l", "numeric_match"]
+    with pytest.raises(ValueError, match=r"scorers, line 2 \(rogue\): .*unknown kind"):
+        parse_scorer_lines("rouge_l\nrogue")
+    store = RunStore(tmp_path)
+    source = {"type": "numeric_match", "params": {"column": "answer"}}
+    grpo = store.create_run(build_config({"mode": "grpo", "dataset": "demo-math", "reward_sources": [source]}))
+    filled = prefill(store, grpo.id)
+    assert filled["models"] == ["base", f"run:{grpo.id}"] and filled["dataset"] == "demo-math"
+    assert json.loads(filled["scorers"])["type"] == "numeric_match"  # judged by what it was trained on
+    sft = store.create_run(build_config({"mode": "sft", "eval": {"split": 0.1}}))
+    assert prefill(store, sft.id)["dataset"] == f"heldout:{sft.id}" and prefill(store, sft.id)["scorers"] == "rouge_l"
+    assert "No evaluation selected" in progress_html(None)

@@ -1,0 +1,112 @@
+"""What the Evaluate tab shows, as plain functions (unit-tested without a browser): the progress bar, the results
+and examples tables, the win-rate chart, the scorer lines, and the settings an "Evaluate" from a run starts with."""
+from __future__ import annotations
+
+import html
+import json
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.formatting import _STATUS_COLORS
+from backend import evals
+from backend.runs.store import RUN_PREFIX, Run, RunStore
+
+SCORER_HELP = ("One scorer per line: `rouge_l`, `bleu`, `chrf`, `math` (against the reference column, or "
+               "`rouge_l:COLUMN`), or a reward source: `numeric_match:answer`, `exact_match:answer`, "
+               "`regex:PATTERN`, `length:50`, `blocklist:word,word`, `repetition`, `reward_model:run:ID`, "
+               "`embedding_similarity:answer`, `python:rewards.py`, or a JSON line "
+               '`{"type": "length", "weight": 0.5, "params": {"target": 20}}`.')
+EXAMPLE_COLUMNS = ["row", "verdict", "prompt", "reference", "A", "B", "scores A", "scores B"]
+
+
+def parse_scorer_lines(text: str) -> list[dict]:
+    """Scorer configs from the textbox; ValueError naming the line."""
+    out = []
+    for n, line in enumerate((text or "").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            out.append(evals.parse_scorer(line).model_dump())
+        except ValueError as e:
+            raise ValueError(f"scorers, line {n} ({line[:40]}): {str(e).splitlines()[0]}") from None
+    return out
+
+
+def scorer_lines(run: Run) -> str:
+    """A run's reward sources as scorer lines (JSON, every setting kept); a reference metric for the rest."""
+    sources = [s.model_dump() for s in (run.config.reward_sources or [])]
+    if sources:
+        return "\n".join(json.dumps(s) for s in sources)
+    return "rouge_l"
+
+
+def dataset_for(run: Run) -> str:
+    """What a run is best judged on: the rows it held out, its evaluation set, else its training set."""
+    if run.config.eval.split > 0:
+        return f"heldout:{run.id}"
+    return run.config.eval.dataset or run.config.dataset
+
+
+def prefill(store: RunStore, run_id: str) -> dict:
+    """The Evaluate form for "Evaluate" on a finished run: its base against it, on its held-out rows."""
+    run = store.get_run(run_id)
+    return {"models": [evals.BASE, RUN_PREFIX + run.id], "dataset": dataset_for(run), "scorers": scorer_lines(run),
+            "max_new_tokens": min(256, max(16, int(getattr(run.config.rl, "max_completion_length", 64) or 64)))}
+
+
+def eval_choices(store: RunStore) -> list[tuple[str, str]]:
+    return [(f"{e.name} · {e.id}", e.id) for e in evals.list_evals(store)]
+
+
+def progress_html(e: evals.Evaluation | None) -> str:
+    if e is None:
+        return '<div class="wb-progress wb-empty">No evaluation selected.</div>'
+    color = _STATUS_COLORS.get(e.status, "#6b7280")
+    pct = 100 * (1.0 if e.status == "completed" else (e.done / e.total if e.total else 0.0))
+    text = f"{e.status} — {e.message or ''}" + (f" ({e.done}/{e.total} answers)" if e.total else "")
+    busy = " wb-busy" if e.status == "running" and not e.done else ""
+    return (f'<div class="wb-progress" data-status="{e.status}" id="eval-progress-bar">'
+            f'<div class="wb-progress-head"><b>{html.escape(e.name)}</b>'
+            f'<span class="wb-status" style="color:{color}">{html.escape(text)}</span></div>'
+            f'<div class="wb-bar{busy}"><div style="width:{pct:.1f}%;background:{color}"></div></div></div>')
+
+
+def results_frame(summary: evals.Summary) -> pd.DataFrame:
+    header, rows = evals.table_rows(summary)
+    return pd.DataFrame(rows, columns=header)
+
+
+def results_widths(frame: pd.DataFrame) -> list[str]:
+    """The model column wide, the row count narrow, the scores sharing the rest."""
+    rest = max(1, len(frame.columns) - 2)
+    return ["28%", "56px"] + [f"{(100 - 34) / rest:.0f}%"] * rest
+
+
+def examples_frame(store: RunStore, e: evals.Evaluation, category: str, other: int) -> pd.DataFrame:
+    summary = evals.summary_of(store, e)
+    labels = e.info.get("models") or e.spec.models
+    rows = evals.examples(evals.answers(store, e.id), labels, summary.judge, summary.judge in summary.binary,
+                          other=other, category=category)
+    return pd.DataFrame([[r[c] for c in EXAMPLE_COLUMNS] for r in rows], columns=EXAMPLE_COLUMNS)
+
+
+def win_figure(summary: evals.Summary) -> go.Figure:
+    """Win / tie / loss of each model against the first, as stacked shares."""
+    fig = go.Figure()
+    others = [m for m in summary.models[1:] if m.wins + m.ties + m.losses]
+    for name, attr, color in (("win", "wins", "#16a34a"), ("tie", "ties", "#9ca3af"), ("loss", "losses", "#dc2626")):
+        fig.add_bar(name=name, orientation="h", y=[m.label for m in others], marker_color=color,
+                    x=[getattr(m, attr) / (m.wins + m.ties + m.losses) for m in others],
+                    text=[getattr(m, attr) for m in others], textposition="inside")
+    base = summary.models[0].label if summary.models else ""
+    fig.update_layout(barmode="stack", height=120 + 40 * len(others), margin=dict(l=10, r=10, t=40, b=30),
+                      title=f"against {base}, judged by {summary.judge}" if others else "no comparison yet",
+                      xaxis=dict(range=[0, 1], tickformat=".0%"), legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def model_b_choices(e: evals.Evaluation | None) -> list[tuple[str, int]]:
+    labels = (e.info.get("models") or e.spec.models) if e else []
+    return [(label, i) for i, label in enumerate(labels) if i > 0]

@@ -1,0 +1,177 @@
+"""The Evaluate tab: does a run help? Pick models (the base, runs, checkpoints, exports), a set and scorers, and
+start an evaluation; it runs in the background like a run (closing the page never stops it), and this tab
+follows it: a progress bar, the results table with 95% intervals and win rates, the examples that changed,
+and the predictions to download. The work is backend/evals/; handlers here read the form and format results.
+"""
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+
+from app.choices import dataset_choices, generation_model_choices
+from app.eval_render import (EXAMPLE_COLUMNS, SCORER_HELP, eval_choices, examples_frame, model_b_choices,
+                             parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
+                             win_figure)
+from app.formatting import error_markdown
+from backend import evals
+from backend.runs.store import RunStore
+
+log = logging.getLogger(__name__)
+INTRO = ("Generate with each model on an evaluation set and score the answers; the first model is the baseline "
+         "the others are compared with (`base`: the base model of the others). It runs in the background and "
+         "queues for the training slot; from a shell: `python launch.py eval --model run:ID --against base "
+         "--dataset FILE --scorer numeric_match:answer`.")
+
+
+@dataclass
+class EvalTab:
+    models: gr.Dropdown
+    dataset: gr.Dropdown
+    scorers: gr.Textbox
+    max_new_tokens: gr.Number
+    select: gr.Dropdown
+
+
+def model_options(store: RunStore) -> list[tuple[str, str]]:
+    return [("base (of the other models)", evals.BASE)] + generation_model_choices(store)
+
+
+def heldout_choices(store: RunStore) -> list[tuple[str, str]]:
+    return [(f"held-out rows of {r.name} · {r.id}", f"heldout:{r.id}") for r in store.list_runs()
+            if r.config.eval.split > 0]
+
+
+def build(store: RunStore, timer: gr.Timer) -> EvalTab:
+    gr.Markdown(INTRO, elem_classes=["wb-intro"])
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2):
+            models = gr.Dropdown(label="Models (the first is the baseline)", choices=model_options(store),
+                                 value=[], multiselect=True, allow_custom_value=True, elem_id="eval-models")
+            dataset = gr.Dropdown(label="Evaluation set", choices=heldout_choices(store) +
+                                  dataset_choices(store, labels=False), value="demo-math", allow_custom_value=True,
+                                  elem_id="eval-dataset")
+            with gr.Row():
+                prompt_column = gr.Textbox(label="Prompt column", placeholder="auto", elem_id="eval-prompt-column")
+                reference_column = gr.Textbox(label="Reference column", placeholder="auto",
+                                              elem_id="eval-reference-column")
+            scorers = gr.Textbox(label="Scorers", value="numeric_match:answer", lines=3, elem_id="eval-scorers",
+                                 info=SCORER_HELP)
+            with gr.Accordion("Generation", open=False):
+                with gr.Row():
+                    limit = gr.Number(label="Row limit (empty: all)", value=32, precision=0, elem_id="eval-limit")
+                    max_new_tokens = gr.Number(label="Max new tokens", value=64, precision=0,
+                                               elem_id="eval-max-new-tokens")
+                    batch_size = gr.Number(label="Batch size", value=8, precision=0, elem_id="eval-batch-size")
+                with gr.Row():
+                    sample = gr.Checkbox(label="Sample (off: greedy, reproducible)", value=False)
+                    temperature = gr.Number(label="Temperature", value=0.7)
+                    top_p = gr.Number(label="Top-p", value=1.0)
+                    samples = gr.Number(label="Answers per prompt (pass@k)", value=1, precision=0)
+                    seed = gr.Number(label="Seed", value=0, precision=0)
+            name = gr.Textbox(label="Name (optional)", elem_id="eval-name")
+            with gr.Row():
+                start = gr.Button("Start evaluation", variant="primary", elem_id="eval-start")
+                stop = gr.Button("Stop", variant="stop", elem_id="eval-stop")
+            message = gr.Markdown("", elem_id="eval-message")
+        with gr.Column(scale=3):
+            select = gr.Dropdown(label="Evaluation", choices=eval_choices(store), value=None, elem_id="eval-select")
+            progress = gr.HTML(progress_html(None), elem_id="eval-progress")
+            results = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-results", label="Results")
+            wins = gr.Plot(show_label=False, elem_id="eval-wins")
+            with gr.Row():
+                category = gr.Radio(list(evals.CATEGORIES), value="all", label="Examples", elem_id="eval-category")
+                other = gr.Dropdown(label="Model B", choices=[], value=None, elem_id="eval-other")
+            table = gr.Dataframe(headers=EXAMPLE_COLUMNS, interactive=False, wrap=True, max_height=460,
+                                 elem_id="eval-examples", label="Examples")
+            with gr.Row():
+                jsonl = gr.Button("Predictions (.jsonl)", elem_id="eval-download-jsonl")
+                parquet = gr.Button("Predictions (.parquet)", elem_id="eval-download-parquet")
+            file = gr.File(label="Download", interactive=False, visible=False, elem_id="eval-file")
+    shown = gr.State(None)  # (id, status, done) last rendered: the poll skips an unchanged evaluation
+
+    def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k, seed_v, name_v):
+        try:
+            data = {"name": name_v or "", "models": list(models_v or []), "dataset": dataset_v or "",
+                    "prompt_column": prompt_v or "", "reference_column": ref_v or "",
+                    "scorers": parse_scorer_lines(scorers_v), "limit": int(limit_v) if limit_v else None,
+                    "generation": {"max_new_tokens": int(mnt or 64), "batch_size": int(bs or 8),
+                                   "do_sample": bool(sample_v), "temperature": float(t or 0.7),
+                                   "top_p": float(p or 1.0), "samples": int(k or 1), "seed": int(seed_v or 0)}}
+            if not data["models"]:
+                raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
+            e = evals.submit_eval(store, evals.build_spec(data))
+        except evals.EvalError as err:
+            return {message: error_markdown(err.errors, "Cannot start the evaluation")}
+        except ValueError as err:
+            return {message: error_markdown([str(err)], "Cannot start the evaluation")}
+        except Exception as err:  # never a traceback in the page; the log has it
+            log.exception("starting an evaluation failed")
+            return {message: error_markdown([html.escape(f"{type(err).__name__}: {err}")], "Cannot start")}
+        return {message: f"Started **{e.name}** (`{e.id}`): {e.status}.",
+                select: gr.update(choices=eval_choices(store), value=e.id)}
+
+    def render(eval_id, category_v, other_v, last):
+        if not eval_id:
+            return {progress: progress_html(None), shown: None}
+        try:
+            e = evals.get_eval(store, eval_id)
+        except KeyError:
+            return {progress: progress_html(None), shown: None}
+        key = (e.id, e.status, e.done, category_v, other_v)
+        if key == last:
+            return {shown: last}
+        summary = evals.summary_of(store, e)
+        choices = model_b_choices(e)
+        b = other_v if other_v in {v for _, v in choices} else (choices[0][1] if choices else 1)
+        frame = results_frame(summary)
+        return {progress: progress_html(e), results: gr.update(value=frame, column_widths=results_widths(frame)),
+                wins: win_figure(summary),
+                other: gr.update(choices=choices, value=b if choices else None),
+                table: examples_frame(store, e, category_v, b), shown: key}
+
+    def on_stop(eval_id):
+        if not eval_id:
+            return {message: "Select an evaluation first."}
+        return {message: f"Evaluation {eval_id}: {evals.stop_eval(store, eval_id)}; the answers scored so far are "
+                         "kept."}
+
+    def poll(eval_id, category_v, other_v, last):
+        if not eval_id or (last and last[0] == eval_id and last[1] in evals.FINAL):
+            return {shown: last}
+        return render(eval_id, category_v, other_v, last)
+
+    def download(kind):
+        def handler(eval_id):
+            if not eval_id:
+                return {message: "Select an evaluation first.", file: gr.update(visible=False)}
+            e = evals.get_eval(store, eval_id)
+            out = store.workspace / "evals" / f"{e.id}-predictions.{kind}"
+            evals.write_predictions(evals.answers(store, e.id), e.info.get("models") or e.spec.models, out)
+            return {file: gr.update(value=str(out), visible=True), message: f"Predictions written to `{out}`."}
+        return handler
+
+    view_outputs = [progress, results, wins, other, table, shown]
+    start.click(on_start, [models, dataset, prompt_column, reference_column, scorers, limit, max_new_tokens,
+                           batch_size, sample, temperature, top_p, samples, seed, name], [message, select])
+    stop.click(on_stop, select, message)
+    for trigger in (select.change, category.change, other.input):
+        trigger(lambda i, c, o: render(i, c, o, None), [select, category, other], view_outputs,
+                show_progress="hidden")
+    timer.tick(poll, [select, category, other, shown], view_outputs, show_progress="hidden")
+    jsonl.click(download("jsonl"), select, [file, message])
+    parquet.click(download("parquet"), select, [file, message])
+    return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, select=select)
+
+
+def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None) -> dict:
+    """Updates that fill the form to evaluate `run_id` against its base."""
+    if not run_id:
+        return {}
+    p = prefill(store, run_id)
+    return {tab.models: gr.update(choices=model_options(store), value=p["models"]),
+            tab.dataset: gr.update(choices=heldout_choices(store) + dataset_choices(store, labels=False),
+                                   value=p["dataset"]),
+            tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"]}
