@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
-FIRST = ("loss", "eval_loss", "reward")  # shown first when present; the rest keep the order the trainer logged
+FIRST = ("loss", "eval_loss", "reward", "eval_reward")  # shown first when present; the rest keep the order the trainer logged
 # Bookkeeping of each evaluation (transformers' Trainer): shown after the metrics that say how the model does.
 LAST = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 # Logged once when training ends (transformers' Trainer): one point each, so a line above the charts.

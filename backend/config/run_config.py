@@ -169,10 +169,9 @@ class RunConfig(_Section):
 
     def _check_eval(self) -> None:
         e = self.eval
-        if e.enabled and self.mode not in EVAL_MODES:
+        if e.enabled and self.mode not in EVAL_MODES and self.mode not in RL_MODES:
             field = "eval.dataset" if e.dataset else "eval.split"
-            raise ValueError(f"{field}: {self.mode.upper()} runs are not evaluated (that would sample completions "
-                             f"for every evaluation prompt); watch the reward instead, or clear {field}")
+            raise ValueError(f"{field}: {self.mode.upper()} runs are not evaluated; clear {field}")
         if e.dataset and e.split > 0:
             raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
                              "set; set eval.split to 0 or clear eval.dataset")

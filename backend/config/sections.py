@@ -291,9 +291,11 @@ class PPOSettings(_Section):
 
 class EvalSettings(_Section):
     dataset: str = Field("", max_length=1000, title="Evaluation dataset",
-                         description="SFT, RM, DPO, KTO. Empty: none (or a share of the training set, below). "
-                                     "Else a dataset in the same forms and format as the training one: a built-in "
-                                     "set, a file, a save_to_disk folder or labels:<session>.",
+                         description="Empty: none (or a share of the training set, below). Else a dataset in the "
+                                     "same forms and format as the training one: a built-in set, a file, a "
+                                     "save_to_disk folder or labels:<session>. SFT, RM, DPO and KTO report their "
+                                     "loss on it; GRPO, RLOO and PPO answer its prompts greedily and log "
+                                     "eval_reward (the reward sources' weighted sum) and eval_rewards/<source>/mean.",
                          json_schema_extra=_meta("advanced"))
     split: float = Field(0.0, ge=0, le=0.5, title="Held-out share",
                          description="With no evaluation dataset: the share of the training set held out for "
@@ -304,8 +306,13 @@ class EvalSettings(_Section):
                                    "0 only at the end.",
                        json_schema_extra=_meta("advanced"))
     batch_size: int = Field(0, ge=0, le=4096, title="Evaluation batch size",
-                            description="Examples per device per evaluation step; 0 uses the training batch size.",
+                            description="Examples per device per evaluation step; 0 uses the training batch size "
+                                        "(RL modes: prompts answered together; 0: four times the training batch).",
                             json_schema_extra=_meta("advanced"))
+    limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (RL)",
+                       description="GRPO, RLOO, PPO: the first N held-out prompts answered at each evaluation; "
+                                   "0: all of them (each evaluation generates for every one).",
+                       json_schema_extra=_meta("advanced"))
 
     @field_validator("dataset", mode="before")
     @classmethod

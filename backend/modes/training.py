@@ -11,6 +11,7 @@ from transformers import TrainerCallback
 
 from backend import reporting
 from backend.config import RunConfig
+from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
 
@@ -94,7 +95,7 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
 
 def eval_settings(ctx: TrainContext) -> dict:
     """Evaluation every `eval.steps` steps; 0 leaves it to `evaluate_at_end`."""
-    if ctx.eval_dataset is None:
+    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: rl_eval.GenerationEval instead
         return {}
     e = ctx.config.eval
     return {"eval_strategy": "steps" if e.steps else "no", "eval_steps": e.steps or None,
@@ -105,7 +106,7 @@ def evaluate_at_end(trainer, ctx: TrainContext, stopped: bool) -> None:
     """A finished run is always evaluated on its last step (unless the interval has just done it); a stopped
     one is not, so that a stop stays quick. Every rank calls this: evaluation is a collective."""
     every, step = ctx.config.eval.steps, trainer.state.global_step
-    if ctx.eval_dataset is None or stopped or (every and step % every == 0):
+    if ctx.eval_dataset is None or stopped or (every and step % every == 0) or mode_spec(ctx.config.mode).online_rl:
         return
     trainer.evaluate()
 

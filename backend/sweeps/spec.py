@@ -176,13 +176,15 @@ def objective_metrics(config: RunConfig) -> list[str]:
     """Metric names a run of this config logs (those a sweep may optimise)."""
     spec = mode_spec(config.mode)
     names = [*COMMON_METRICS, *spec.metrics]
-    if config.eval.enabled:  # the trainer logs its own metrics on the evaluation set with an eval_ prefix
+    if config.eval.enabled and not spec.online_rl:  # the trainer's own metrics on the evaluation set
         names += [f"eval_{n}" for n in ("loss", *spec.metrics)]
     if spec.online_rl and config.reward_sources:
         from backend.rewards.spec import source_names
 
+        names += ["eval_reward"] if config.eval.enabled else []  # greedy answers on held-out prompts (rl_eval)
         for n in source_names(config.reward_sources):
             names += [f"rewards/{n}/mean", f"rewards/{n}/std"]
+            names += [f"eval_rewards/{n}/mean"] if config.eval.enabled else []
     return names
 
 

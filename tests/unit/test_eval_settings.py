@@ -68,12 +68,12 @@ def test_evaluation_settings_are_checked_together():
 
 
 @pytest.mark.parametrize("mode", ["grpo", "rloo", "ppo"])
-def test_rl_modes_refuse_evaluation_and_say_so(mode):
-    (error,) = refusal({"mode": mode, "dataset": "demo-math", "reward_sources": SOURCES, "eval": {"split": 0.1}})
-    assert error.startswith(f"eval.split: {mode.upper()} runs are not evaluated")
-    (error,) = refusal({"mode": mode, "dataset": "demo-math", "reward_sources": SOURCES,
-                        "eval": {"dataset": "demo-math"}})
-    assert error.startswith(f"eval.dataset: {mode.upper()} runs are not evaluated")
+def test_rl_modes_are_evaluated_by_answering_held_out_prompts(mode):
+    config = build_config({"mode": mode, "dataset": "demo-math", "reward_sources": SOURCES,
+                           "eval": {"split": 0.1, "steps": 5, "limit": 8}})
+    assert config.eval.limit == 8
+    assert {"eval_reward", "eval_rewards/regex/mean"} <= set(objective_metrics(config))
+    assert "eval_loss" not in objective_metrics(config)  # no loss-based loop in an RL mode
 
 
 def test_sweeps_may_optimise_eval_metrics_once_the_base_evaluates():
