@@ -1,0 +1,61 @@
+"""Cost sources under a Lagrangian constraint through the real worker on the tiny model: a GRPO run with a cost
+and the diversity source logs cost, λ and the violation rate each step, raises λ while over budget and keeps it
+in its checkpoints; a PPO run whose cost stays over budget is stopped by constraint.stop.
+
+The tiny model writes noise, so the cost is a regex every completion matches (cost 1 against a budget of 0.1).
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from backend.config import build_config
+from backend.runs.jobs import submit_run
+from backend.runs.store import RunStore
+from tests.waiting import wait_for
+
+ALWAYS = {"type": "regex", "name": "flagged", "role": "cost", "budget": 0.1, "params": {"pattern": "^"}}
+DIVERSE = {"type": "diversity", "name": "diverse", "params": {"n": 1}}
+
+
+def tiny(model, mode, **settings):
+    return build_config({"mode": mode, "model": str(model), "dataset": "demo-math", "max_steps": 2, "max_length": 64,
+                         "lora": {"r": 2}, "per_device_train_batch_size": 2,
+                         "rl": {"num_generations": 2, "max_completion_length": 8},
+                         "reward_sources": [DIVERSE, ALWAYS], **settings})
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model, tmp_path_factory):
+    store = RunStore(tmp_path_factory.mktemp("safe-rl"))
+    grpo = submit_run(store, tiny(tiny_model, "grpo", constraint={"lambda_init": 0.0, "lambda_lr": 0.5}))
+    ppo = submit_run(store, tiny(tiny_model, "ppo", max_steps=50, ppo={"num_ppo_epochs": 1},
+                                 constraint={"patience": 1, "stop": True}))
+    wait_for(lambda: not any(store.get_run(r.id).active for r in (grpo, ppo)), timeout=240, every=1,
+             what="the GRPO and PPO runs to end")
+    return store, store.get_run(grpo.id), store.get_run(ppo.id)
+
+
+def series(store, run, name):
+    return {m["step"]: m["value"] for m in store.metrics_since(run.id) if m["name"] == name}
+
+
+def test_grpo_logs_cost_lambda_and_violations_and_lambda_rises_while_over_budget(runs):
+    store, run, _ = runs
+    assert run.status == "completed", run.error
+    assert series(store, run, "cost/flagged/mean") == {1: 1.0, 2: 1.0}
+    assert series(store, run, "constraint/violation_rate") == {1: 1.0, 2: 1.0}
+    assert series(store, run, "lambda/flagged") == pytest.approx({1: 0.0, 2: 0.5 * (1.0 - 0.1)})
+    assert series(store, run, "rewards/flagged/mean")[2] == pytest.approx(-0.45)  # the −λ·cost GRPO summed
+    assert set(series(store, run, "rewards/diverse/mean")) == {1, 2}
+    saved = Path(store.run_dir(run.id)) / "checkpoints" / "checkpoint-2" / "constraint.json"
+    assert json.loads(saved.read_text())["flagged"]["lam"] == pytest.approx(0.9)
+
+
+def test_ppo_logs_the_same_keys_and_stops_once_the_cost_stays_over_budget(runs):
+    store, _, run = runs
+    assert run.status == "stopped", run.error
+    assert run.step == 1
+    assert series(store, run, "cost/flagged/mean") == {1: 1.0}
+    assert series(store, run, "lambda/flagged") == {1: 0.0}
+    assert series(store, run, "constraint/violation_rate") == {1: 1.0}
