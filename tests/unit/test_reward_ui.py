@@ -40,20 +40,33 @@ def test_the_form_edits_reward_sources_in_an_editor_not_a_textbox(form):
     assert [k.elem_id for k in editor.kinds[:2]] == ["reward-type-0", "reward-type-1"]
     assert editor.params[0].elem_id == "reward-params-0" and editor.weights[0].elem_id == "reward-weight-0"
     assert all(editor.kinds[0].choices[i][1] == kind for i, kind in enumerate(SOURCE_KINDS))
-    assert len(form.inputs) == len(forms.PATHS) - 1 + 4 * MAX_SOURCES
+    assert len(form.inputs) == len(forms.PATHS) - 1 + reward_editor.FIELDS_PER_ROW * MAX_SOURCES
 
 
 def test_rows_round_trip_through_the_run_config(form):
     config, _ = grpo_values(SOURCES)
     values = reward_editor.values_for(config.reward_sources)
-    assert values[:8] == ["numeric_match", "correct", 1.0, "{column: answer}",
-                          "length", "", -0.5, "{target: 12, unit: words}"]
-    assert values[8:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
+    assert values[:12] == ["numeric_match", "correct", 1.0, "{column: answer}", "reward", None,
+                           "length", "", -0.5, "{target: 12, unit: words}", "reward", None]
+    assert values[12:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
     # the whole form: flat values of every component -> the same config
     flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
             for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
     assert form.config_from(flat) == config
     assert form.config_from(dict(zip(form.inputs, flat))) == config  # an event's values, by component
+
+
+def test_a_cost_rows_role_and_budget_round_trip_and_a_stray_budget_is_refused_by_name(form):
+    cost = {"type": "blocklist", "name": "unsafe", "role": "cost", "budget": 0.05, "params": {"keywords": ["x"]}}
+    config, _ = grpo_values([cost])
+    values = reward_editor.values_for(config.reward_sources)
+    assert values[4:6] == ["cost", 0.05]
+    flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
+            for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
+    assert form.config_from(flat) == config
+    (source,) = reward_editor.sources_from_values(values[:4] + ["reward", 0.05] + values[6:])
+    with pytest.raises(ValueError, match="budget: only a cost source has a budget"):
+        build_config({"mode": "grpo", "reward_sources": [{**source, "params": {"keywords": ["x"]}}]})
 
 
 def test_params_left_at_their_defaults_are_not_shown_but_the_example_keys_are():
