@@ -31,7 +31,7 @@ def rl_args(ctx: TrainContext, args_cls, reward_weights: list[float], **mode_kwa
 def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:
     """The run's reward sources as TRL reward functions (wrapped to record samples; cost sources as −λ · cost,
     see rl_constraint.py), their weights, and the callbacks the trainer needs for them (the constraint's)."""
-    from backend.rewards import build_reward_funcs, reward_weights, source_names
+    from backend.rewards import build_reward_funcs, reward_weights
 
     sources = ctx.config.reward_sources
     funcs = build_reward_funcs(sources, ctx.store.workspace)
@@ -40,7 +40,7 @@ def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:
     if any(s.is_cost for s in sources):
         from backend.modes.rl_constraint import ConstraintCallback
 
-        constraint = ConstraintCallback(sources, source_names(sources), ctx.config.constraint,
+        constraint = ConstraintCallback(sources, ctx.config.constraint,
                                         request_stop=lambda: ctx.store.request_stop(ctx.run_id), is_main=ctx.is_main)
         funcs = constraint.wrap_all(funcs)
         callbacks.append(constraint)

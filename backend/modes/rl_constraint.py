@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 
 from backend.config.sections import ConstraintSettings
 from backend.rewards.constraint import Multipliers, violation_rate
-from backend.rewards.spec import RewardSourceConfig
+from backend.rewards.spec import RewardSourceConfig, cost_budgets, source_names
 
 STATE_FILE = "constraint.json"
 
@@ -47,11 +47,12 @@ def _sum_over_ranks(values: list[float]) -> list[float]:
 class ConstraintCallback(TrainerCallback):
     """Holds the multipliers, wraps the cost sources, and updates, logs, checks and saves λ."""
 
-    def __init__(self, sources: list[RewardSourceConfig], names: list[str], settings: ConstraintSettings,
-                 request_stop=None, is_main: bool = True):
-        self.sources = {name: s for s, name in zip(sources, names) if s.is_cost}
-        self.multipliers = Multipliers({name: s.budget for name, s in self.sources.items()},
-                                       init=settings.lambda_init, lr=settings.lambda_lr, cap=settings.lambda_max)
+    def __init__(self, sources: list[RewardSourceConfig], settings: ConstraintSettings, request_stop=None,
+                 is_main: bool = True):
+        budgets = cost_budgets(sources)
+        self.sources = {name: s for s, name in zip(sources, source_names(sources)) if name in budgets}
+        self.multipliers = Multipliers(budgets, init=settings.lambda_init, lr=settings.lambda_lr,
+                                       cap=settings.lambda_max)
         self.patience, self.stop = settings.patience, settings.stop
         self.request_stop, self.is_main = request_stop, is_main
         self._step_sums = {name: [0.0, 0] for name in self.sources}  # cost sum and count since the last update

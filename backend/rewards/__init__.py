@@ -14,11 +14,12 @@ from typing import Callable
 
 from backend.rewards.base import RewardFunction, RewardSourceError, source_label
 from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
-                                  RewardSourceList, as_configs, example_source, reward_weights, source_names)
+                                  RewardSourceList, as_configs, cost_budgets, example_source, reward_weights,
+                                  source_names)
 
 __all__ = ["RewardSourceConfig", "RewardSourceList", "RewardSourceError", "RewardFunction", "SOURCE_KINDS",
            "PARAM_MODELS", "KIND_DESCRIPTIONS", "EXAMPLES", "example_source", "build_reward_funcs",
-           "reward_weights", "source_names", "score_completions", "validate_sources"]
+           "reward_weights", "source_names", "cost_budgets", "score_completions", "validate_sources"]
 
 _IMPLEMENTATIONS = {
     "length": ("backend.rewards.rules", "LengthReward"),

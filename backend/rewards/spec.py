@@ -356,6 +356,12 @@ def source_names(sources) -> list[str]:
     return names
 
 
+def cost_budgets(sources) -> dict[str, float]:
+    """{metric name: budget} of the cost sources (role: cost), in order."""
+    sources = as_configs(sources)
+    return {name: s.budget for s, name in zip(sources, source_names(sources)) if s.is_cost}
+
+
 def reward_weights(sources) -> list[float]:
     """TRL's `reward_weights`, in the order of `build_reward_funcs`."""
     return [float(s.weight) for s in as_configs(sources)]

@@ -7,7 +7,7 @@ import pytest
 
 from backend.config import ConfigError, build_config
 from backend.config.sections import ConstraintSettings
-from backend.rewards import build_reward_funcs, score_completions, source_names
+from backend.rewards import build_reward_funcs, cost_budgets, score_completions
 from backend.rewards.constraint import Multipliers, update_multiplier, violation_rate
 from backend.rewards.spec import as_configs
 
@@ -77,6 +77,10 @@ def test_costs_are_refused_in_modes_without_a_constraint_and_the_lambda_settings
     assert err.startswith("constraint.patience:")
 
 
+def test_cost_budgets_name_each_cost_as_its_metrics_do():
+    assert cost_budgets([BLOCK, COST, {**COST, "name": ""}]) == {"unsafe_2": 0.25, "blocklist": 0.25}
+
+
 def test_a_penalty_kind_costs_its_penalty_and_the_playground_keeps_costs_out_of_the_total(workspace):
     out = score_completions([COST, {"type": "length", "params": {"target": 2, "unit": "words"}}], ["p"],
                             ["you stupid idiot", "fine thanks"], workspace)
@@ -91,7 +95,7 @@ def constraint(settings=None, sources=(COST, {"type": "length", "params": {"targ
     from backend.modes.rl_constraint import ConstraintCallback
 
     configs = as_configs(list(sources))
-    cb = ConstraintCallback(configs, source_names(configs), ConstraintSettings(**(settings or {})), **kw)
+    cb = ConstraintCallback(configs, ConstraintSettings(**(settings or {})), **kw)
     return cb, configs
 
 
