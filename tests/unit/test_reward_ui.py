@@ -222,6 +222,19 @@ def test_score_passes_dataset_columns_and_sums_weighted_scores(tmp_path):
     assert result.stats[0].mean == 0.5 and result.total.name == "total"
 
 
+def test_a_cost_shows_its_cost_against_its_budget_outside_the_total_and_is_not_warned_about(tmp_path):
+    cost = {"type": "blocklist", "name": "unsafe", "role": "cost", "budget": 0.25,
+            "params": {"keywords": ["dumb"], "count": "any"}}
+    prompts = [PromptRow(1, "Say hi")]
+    result = playground.score([cost, {"type": "length", "params": {"target": 2}}], prompts,
+                              ["hi there", "dumb hi", "hi friend", "hello you"], tmp_path)
+    unsafe = result.stats[0]
+    assert unsafe.scores == [0.0, 1.0, 0.0, 0.0] and unsafe.budget == 0.25 and unsafe.weight == 0.0
+    assert [r.total for r in result.rows] == [1.0, 1.0, 1.0, 1.0]
+    assert playground.summary_line([unsafe]) == "unsafe cost (budget 0.25) mean 0.25 ± 0.433"
+    assert playground.score([cost], prompts, ["hi", "hello"], tmp_path).warnings == []  # a cost at 0 is the aim
+
+
 def test_prompts_are_a_row_range_of_a_dataset_with_a_prompt_column(tmp_path):
     rows = playground.select_prompts("demo-math", tmp_path, first=3, count=2)
     assert [r.index for r in rows] == [3, 4] and "answer" in rows[0].columns
