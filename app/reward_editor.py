@@ -11,8 +11,7 @@ typing is never lost to a re-render. A slot whose kind is empty is unused; used 
 ones (Remove moves the rows below it up).
 
 Values travel as one list per editor, in slot order: kind, name, weight, params text, role, budget for each
-slot (`read`
-takes them out of an event's {component: value} dict).
+slot (`read` takes them out of an event's {component: value} dict).
 `sources_from_values` turns them into source dicts (params still as text), `parse_sources` into dicts
 the run config validates, and `updates_for` does the reverse for loading a preset.
 """
@@ -260,7 +259,8 @@ class RewardSourcesEditor:
 def build(prefix: str = "reward", sources: Sequence = (), label: str | None = None,
           info: str | None = None, visible: bool = True, container_id: str | None = None) -> RewardSourcesEditor:
     """Lay out the editor; elem_ids are `<prefix>-type-<i>`, `<prefix>-name-<i>`, `<prefix>-weight-<i>`,
-    `<prefix>-params-<i>`, `<prefix>-role-<i>`, `<prefix>-budget-<i>`, `<prefix>-remove-<i>`, `<prefix>-help-<i>`, `<prefix>-add`, `<prefix>-add-type`."""
+    `<prefix>-params-<i>`, `<prefix>-role-<i>`, `<prefix>-budget-<i>`, `<prefix>-remove-<i>`, `<prefix>-help-<i>`,
+    `<prefix>-add`, `<prefix>-add-type`."""
     values = values_for(sources)
     rows_values = rows_of(values)
     title = _SOURCE_FIELDS["type"].title

@@ -111,7 +111,8 @@ class RunConfig(_Section):
         default_factory=list, title="Reward sources",
         description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
                     "similarity, diversity, a Python function from the workspace), each with a weight; the reward is "
-                    "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
+                    "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: "
+                    "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}].",
         json_schema_extra=_meta("basic", modes=list(RL_MODES)))
 

@@ -216,8 +216,8 @@ class ConstraintSettings(_Section):
                                            "the reward before the run has measured anything.",
                                json_schema_extra=_meta("advanced"))
     lambda_lr: float = Field(0.1, ge=0, le=1e6, title="λ learning rate",
-                             description="How fast λ moves each step: λ += rate × (mean cost − budget), never below "
-                                         "0. Larger reacts faster to a violation and oscillates more.",
+                             description="How fast λ moves each step: λ += rate × (mean cost − budget), never "
+                                         "below 0. Larger reacts faster to a violation and oscillates more.",
                              json_schema_extra=_meta("advanced"))
     lambda_max: float = Field(10.0, gt=0, le=1e6, title="λ cap",
                               description="The most λ can reach, so a long violation cannot drown the reward.",

@@ -1,5 +1,6 @@
-"""What the online RL modes (grpo, rloo, ppo) share: their generation settings, the run's reward
-sources as TRL reward functions (costs included, through rl_constraint.py), and live samples of what the policy writes and how each source scored it.
+"""What the online RL modes (grpo, rloo, ppo) share: their generation settings, the run's reward sources as
+TRL reward functions (costs included, through rl_constraint.py), and live samples of what the policy writes and
+how each source scored it.
 
 TRL calls every reward function in turn on the same batch of prompts and completions. Each function is
 wrapped so its scores are also handed to a SampleRecorder; once every source has scored the batch, the

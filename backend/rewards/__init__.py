@@ -107,7 +107,7 @@ def validate_sources(sources, dataset_columns: list[str], workspace: str | Path)
                     errors.append(f"{where}: {p.file} defines no function '{p.function}'")
             elif source.type == "reward_model":
                 locate_reward_model(p.model, Path(workspace))
-            elif source.type == "embedding_similarity" or getattr(p, "method", "") == "embedding":
+            elif source.type == "embedding_similarity" or (source.type == "diversity" and p.method == "embedding"):
                 model_dir()
         except RewardSourceError as e:
             errors.append(f"{where}: {e}")

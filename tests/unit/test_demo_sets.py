@@ -1,4 +1,5 @@
-"""The built-in preference, KTO, math and safe-dialogue sets: what the generator writes is what is committed, and it is right."""
+"""The built-in preference, KTO, math and safe-dialogue sets: what the generator writes is what is committed, and
+it is right."""
 import importlib.util
 import json
 import re
