@@ -228,12 +228,15 @@ class PlaygroundResult:
     stats: list[SourceStats]
     total: SourceStats
     warnings: list[str]
+    lam: float = 0.0  # the λ the totals subtract λ × cost with
+    penalty: float | None = None  # the mean λ × Σ cost taken off the totals; None without cost sources
 
 
 def score(sources, prompts: list[PromptRow], completions: list[str], workspace: str | Path,
-          groups: list[int] | None = None) -> PlaygroundResult:
+          groups: list[int] | None = None, lam: float = 0.0) -> PlaygroundResult:
     """Score each completion (for the prompt `groups[i]`, default as `assign_completions`) with every
-    source, as a training step would; raises RewardSourceError / ValueError naming the source."""
+    source, as a training step would; each total subtracts `lam` × its costs, as a step at that λ would.
+    Raises RewardSourceError / ValueError naming the source."""
     from backend.rewards import score_completions
     from backend.rewards.spec import as_configs, cost_budgets, reward_weights
 
@@ -252,10 +255,13 @@ def score(sources, prompts: list[PromptRow], completions: list[str], workspace: 
     # a cost shows its cost (≥ 0), weighs nothing in the total and is not judged as a reward
     stats = [source_stats(name, costs[name], 0.0, budgets[name]) if name in costs else source_stats(name, scores, w)
              for (name, scores), w in zip(result["sources"].items(), weights)]
-    table = [ScoredCompletion(r.text, completion_text(c), {s.name: s.scores[i] for s in stats}, result["total"][i])
+    penalties = [lam * sum(c[i] or 0.0 for c in costs.values()) for i in range(len(given))]
+    totals = [t - p for t, p in zip(result["total"], penalties)]
+    table = [ScoredCompletion(r.text, completion_text(c), {s.name: s.scores[i] for s in stats}, totals[i])
              for i, (r, c) in enumerate(zip(rows, given))]
-    total = source_stats("total", result["total"], 1.0)
-    return PlaygroundResult(table, stats, total, warnings(stats, groups, total))
+    total = source_stats("total", totals, 1.0)
+    penalty = statistics.fmean(penalties) if costs and penalties else None
+    return PlaygroundResult(table, stats, total, warnings(stats, groups, total), lam, penalty)
 
 
 def source_stats(name: str, scores: list, weight: float = 1.0, budget: float | None = None) -> SourceStats:

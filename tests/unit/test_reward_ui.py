@@ -9,6 +9,7 @@ from app import forms, reward_editor
 from app.formatting import error_markdown, sample_step_choices, sample_table_rows
 from app.reward_editor import MAX_SOURCES, RewardSourcesEditor
 from app.choices import REPO_PRESETS
+from app.playground_tab import summary_markdown
 from backend import playground
 from backend.config import ConfigError, build_config, load_config
 from backend.playground import PromptRow, SourceStats, source_stats
@@ -233,6 +234,9 @@ def test_a_cost_shows_its_cost_against_its_budget_outside_the_total_and_is_not_w
     assert [r.total for r in result.rows] == [1.0, 1.0, 1.0, 1.0]
     assert playground.summary_line([unsafe]) == "unsafe cost (budget 0.25) mean 0.25 ± 0.433"
     assert playground.score([cost], prompts, ["hi", "hello"], tmp_path).warnings == []  # a cost at 0 is the aim
+    at_two = playground.score([cost], prompts, ["hi there", "dumb hi"], tmp_path, lam=2.0)
+    assert [r.total for r in at_two.rows] == [0.0, -2.0] and at_two.penalty == 1.0
+    assert "At λ = 2 the costs take 1 off the mean total" in summary_markdown(at_two)
 
 
 def test_prompts_are_a_row_range_of_a_dataset_with_a_prompt_column(tmp_path):
