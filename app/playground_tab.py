@@ -68,6 +68,9 @@ def result_frame(result: playground.PlaygroundResult) -> pd.DataFrame:
 def summary_markdown(result: playground.PlaygroundResult) -> str:
     lines = [f"**{len(result.rows)} completions scored.** "
              + playground.summary_line(result.stats, result.total)]
+    if result.penalty is not None:
+        lines += ["", f"At λ = {result.lam:g} the costs take {result.penalty:.3g} off the mean total (in training, "
+                      "λ moves by itself: up while a cost is over its budget)."]
     if result.warnings:
         lines += [""] + [f"- ⚠ {w}" for w in result.warnings]
     else:
@@ -116,7 +119,10 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> 
             completions = gr.Textbox(label="Completions", info=COMPLETIONS_HELP, lines=6, max_lines=16,
                                      elem_id="playground-completions",
                                      placeholder="<answer>50464</answer>\n<answer>146</answer>\n…")
-            score = gr.Button("Score", variant="primary", elem_id="playground-score")
+            with gr.Row(equal_height=True):
+                lam = _like("constraint.lambda_init", elem_id="playground-lambda", label="λ for costs",
+                            info="Each unit of a cost source's cost takes λ off the total.", scale=1)
+                score = gr.Button("Score", variant="primary", elem_id="playground-score", scale=3)
     summary = gr.Markdown("Score some completions to see each source's mean and spread here.",
                           elem_id="playground-summary")
     table = gr.Dataframe(pd.DataFrame(columns=["prompt", "completion", "total"]), interactive=False, wrap=True,
@@ -165,7 +171,7 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> 
             columns = ["prompt", *prompts[0].columns] if prompts else []
             if problems := validate_sources(configs, columns, workspace):
                 return {summary: error_markdown(problems, "Cannot score")}
-            result = playground.score(configs, prompts, texts, workspace, groups)
+            result = playground.score(configs, prompts, texts, workspace, groups, lam=values[lam] or 0.0)
         except ValueError as e:  # PlaygroundError, DatasetError, RewardSourceError
             return {summary: error_markdown([str(e)], "Cannot score")}
         except Exception as e:
@@ -182,7 +188,7 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> 
     generate.click(on_generate, {dataset, first, count, model, num, max_new, temperature}, [status, completions],
                    concurrency_limit=1, concurrency_id="playground-generate")
     model.change(on_model, model, status, show_progress="hidden")
-    score.click(on_score, {dataset, first, count, completions, *editor.inputs}, [summary, table])
+    score.click(on_score, {dataset, first, count, completions, lam, *editor.inputs}, [summary, table])
     if train_sources is not None:
         use_train.click(lambda values: editor.copy_from(train_sources.read(values)), set(train_sources.inputs),
                         editor.outputs, show_progress="hidden")

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
+BUDGET_COLOR = "rgb(220, 38, 38)"
 FIRST = ("loss", "eval_loss", "reward", "eval_reward")  # shown first when present; the rest keep the order the trainer logged
 # Bookkeeping of each evaluation (transformers' Trainer): shown after the metrics that say how the model does.
 LAST = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
@@ -56,11 +57,18 @@ def add_rows(series: Series, rows: Iterable[dict]) -> Series:
     return series
 
 
+def _is_constraint(name: str) -> bool:
+    return (name.startswith("cost/") and name.endswith("/mean")) or name.startswith("lambda/") \
+        or name == "constraint/violation_rate"
+
+
 def metric_order(names: Iterable[str]) -> list[str]:
-    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), then the rest as logged, LAST last."""
+    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), each cost's mean, λ and the violation
+    rate (runs with cost sources), then the rest as logged, LAST last."""
     names = list(names)
     first = [n for n in FIRST if n in names]
     first += [n for n in names if n.startswith("rewards/") and n.endswith("/mean") and n not in first]
+    first += [n for n in names if _is_constraint(n)]
     last = [n for n in names if n in LAST]
     return first + [n for n in names if n not in first and n not in last] + last
 
@@ -111,7 +119,10 @@ def _style(fig: go.Figure, top: int, legend_x: str) -> None:
                                   x=1.0 if legend_x == "right" else 0.0, yref="container"))
 
 
-def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS) -> go.Figure:
+def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS,
+                       budgets: dict[str, float] | None = None) -> go.Figure:
+    """One subplot per metric; `budgets` ({cost source name: budget}) draws each budget as a dashed line on its
+    cost's chart (cost/<name>/mean)."""
     names = metric_order(n for n in series if n not in SUMMARY)
     summary = summary_text(series)
     if not names:
@@ -132,6 +143,13 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
         fig.add_trace(go.Scatter(x=xs, y=smoothed, name=f"smoothed (EMA α={alpha})", mode="lines",
                                  legendgroup="smoothed", showlegend=first, line=dict(color=SMOOTH_COLOR, width=2),
                                  hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
+        budget = (budgets or {}).get(name.removeprefix("cost/").removesuffix("/mean")) \
+            if name.startswith("cost/") else None
+        if budget is not None and xs:
+            fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[budget, budget], name="budget", mode="lines",
+                                     legendgroup="budget", showlegend=not any(t.name == "budget" for t in fig.data),
+                                     line=dict(color=BUDGET_COLOR, width=1.5, dash="dash"),
+                                     hovertemplate=f"budget {budget:g}<extra></extra>"), **where)
     _style(fig, top=50, legend_x="right")
     if summary:
         fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",

@@ -26,6 +26,7 @@ from backend import reporting
 from backend.runs import jobs
 from backend.config import to_yaml
 from backend.modes.registry import RL_MODES
+from backend.rewards import cost_budgets
 from backend.runs.store import RESUMABLE, DeleteRefused, Run, RunStore
 
 LOG_LINES = 40
@@ -192,7 +193,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
             add_rows(v.series, new)
             v.last_id = new[-1]["id"]
         if v.changed("plot", v.last_id):
-            out[plot] = figure_from_series(v.series)
+            out[plot] = figure_from_series(v.series, budgets=cost_budgets(run.config.reward_sources))
         html = progress_html(run, now)
         if v.changed("progress", html):
             out[progress] = html

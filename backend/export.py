@@ -326,8 +326,9 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
         from backend.rewards.spec import source_names
 
         names = source_names(c.reward_sources)
-        rows.append(("reward sources", ", ".join(f"{n} ({s.type}, weight {_fmt(s.weight)})"
-                                                 for n, s in zip(names, c.reward_sources))))
+        rows.append(("reward sources", ", ".join(
+            f"{n} ({s.type}, " + (f"cost, budget {_fmt(s.budget)})" if s.is_cost else f"weight {_fmt(s.weight)})")
+            for n, s in zip(names, c.reward_sources))))
     out += ["## Training", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows], ""]
     last = store.last_metrics(run.id)
     out += ["## Final metrics", ""]

@@ -31,14 +31,15 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
-def render_metrics_png(series: dict[str, list[tuple[int, float]]], path: str | Path, title: str = "") -> bool:
-    """Draw `series` ({name: [(step, value), ...]}) into `path`; False when there is nothing to draw or no
-    Pillow."""
+def render_metrics_png(series: dict[str, list[tuple[int, float]]], path: str | Path, title: str = "",
+                       limit: int = 4) -> bool:
+    """Draw `series` ({name: [(step, value), ...]}) into `path`, at most `limit` panels; False when there is
+    nothing to draw or no Pillow."""
     try:
         from PIL import Image, ImageDraw, ImageFont
     except ImportError:
         return False
-    names = pick_metrics([n for n, pts in series.items() if any(math.isfinite(v) for _, v in pts)])
+    names = pick_metrics([n for n, pts in series.items() if any(math.isfinite(v) for _, v in pts)], limit)
     if not names:
         return False
     rows = math.ceil(len(names) / COLUMNS)

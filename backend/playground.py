@@ -219,6 +219,7 @@ class SourceStats:
     min: float | None
     max: float | None
     scored: int  # completions with a score (not None)
+    budget: float | None = None  # a cost source's: its scores are costs, kept out of the total
 
 
 @dataclass
@@ -227,14 +228,17 @@ class PlaygroundResult:
     stats: list[SourceStats]
     total: SourceStats
     warnings: list[str]
+    lam: float = 0.0  # the λ the totals subtract λ × cost with
+    penalty: float | None = None  # the mean λ × Σ cost taken off the totals; None without cost sources
 
 
 def score(sources, prompts: list[PromptRow], completions: list[str], workspace: str | Path,
-          groups: list[int] | None = None) -> PlaygroundResult:
+          groups: list[int] | None = None, lam: float = 0.0) -> PlaygroundResult:
     """Score each completion (for the prompt `groups[i]`, default as `assign_completions`) with every
-    source, as a training step would; raises RewardSourceError / ValueError naming the source."""
+    source, as a training step would; each total subtracts `lam` × its costs, as a step at that λ would.
+    Raises RewardSourceError / ValueError naming the source."""
     from backend.rewards import score_completions
-    from backend.rewards.spec import as_configs, reward_weights
+    from backend.rewards.spec import as_configs, cost_budgets, reward_weights
 
     configs = as_configs(sources)
     if not configs:
@@ -247,20 +251,25 @@ def score(sources, prompts: list[PromptRow], completions: list[str], workspace: 
     names = sorted({k for r in rows for k in r.columns})
     columns = {k: [r.columns.get(k) for r in rows] for k in names}
     result = score_completions(configs, [r.prompt for r in rows], given, workspace, **columns)
-    weights = reward_weights(configs)
-    stats = [source_stats(name, scores, w) for (name, scores), w in zip(result["sources"].items(), weights)]
-    table = [ScoredCompletion(r.text, completion_text(c), {s.name: s.scores[i] for s in stats}, result["total"][i])
+    weights, budgets, costs = reward_weights(configs), cost_budgets(configs), result["costs"]
+    # a cost shows its cost (≥ 0), weighs nothing in the total and is not judged as a reward
+    stats = [source_stats(name, costs[name], 0.0, budgets[name]) if name in costs else source_stats(name, scores, w)
+             for (name, scores), w in zip(result["sources"].items(), weights)]
+    penalties = [lam * sum(c[i] or 0.0 for c in costs.values()) for i in range(len(given))]
+    totals = [t - p for t, p in zip(result["total"], penalties)]
+    table = [ScoredCompletion(r.text, completion_text(c), {s.name: s.scores[i] for s in stats}, totals[i])
              for i, (r, c) in enumerate(zip(rows, given))]
-    total = source_stats("total", result["total"], 1.0)
-    return PlaygroundResult(table, stats, total, warnings(stats, groups, total))
+    total = source_stats("total", totals, 1.0)
+    penalty = statistics.fmean(penalties) if costs and penalties else None
+    return PlaygroundResult(table, stats, total, warnings(stats, groups, total), lam, penalty)
 
 
-def source_stats(name: str, scores: list, weight: float = 1.0) -> SourceStats:
+def source_stats(name: str, scores: list, weight: float = 1.0, budget: float | None = None) -> SourceStats:
     values = [float(s) for s in scores if s is not None and math.isfinite(float(s))]
     if not values:
-        return SourceStats(name, weight, list(scores), None, None, None, None, 0)
+        return SourceStats(name, weight, list(scores), None, None, None, None, 0, budget)
     return SourceStats(name, weight, list(scores), statistics.fmean(values), statistics.pstdev(values),
-                       min(values), max(values), len(values))
+                       min(values), max(values), len(values), budget)
 
 
 def _num(x: float) -> str:
@@ -275,7 +284,8 @@ def summary_line(stats: list[SourceStats], total: SourceStats | None = None) -> 
             parts.append(f"{s.name}: no scores")
             continue
         partial = f" ({s.scored}/{len(s.scores)} scored)" if s.scored < len(s.scores) else ""
-        parts.append(f"{s.name} mean {_num(s.mean)} ± {_num(s.std)}{partial}")
+        cost = "" if s.budget is None else f" cost (budget {s.budget:g}{', over' if s.mean > s.budget else ''})"
+        parts.append(f"{s.name}{cost} mean {_num(s.mean)} ± {_num(s.std)}{partial}")
     return " · ".join(parts)
 
 
@@ -287,7 +297,7 @@ def warnings(stats: list[SourceStats], groups: list[int] | None = None,
              total: SourceStats | None = None) -> list[str]:
     """What would keep a source (or the total) from teaching anything, one line each (empty: all good)."""
     out = []
-    for s in stats:
+    for s in (s for s in stats if s.budget is None):  # a cost that never fires is what one wants
         values = [v for v in s.scores if v is not None]
         if not values:
             out.append(f"{s.name} scored none of the completions (None for every one): it adds nothing to the "

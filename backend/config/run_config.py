@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from backend.config.sections import (DistributedSettings, DPOSettings, EvalSettings, KTOSettings, LoraSettings,
-                                     PPOSettings, RLSettings, _meta, _Section, is_section)
+from backend.config.sections import (ConstraintSettings, DistributedSettings, DPOSettings, EvalSettings, KTOSettings,
+                                     LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
 from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
@@ -105,12 +105,14 @@ class RunConfig(_Section):
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
     ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
+    constraint: ConstraintSettings = Field(default_factory=ConstraintSettings, title="Cost constraint")
     eval: EvalSettings = Field(default_factory=EvalSettings, title="Evaluation")
     reward_sources: RewardSourceList = Field(
         default_factory=list, title="Reward sources",
         description="Where the RL reward comes from: a list of sources (rules, a reward model, embedding "
-                    "similarity, a Python function from the workspace), each with a weight; the reward is their "
-                    "weighted sum. YAML: [{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
+                    "similarity, diversity, a Python function from the workspace), each with a weight; the reward is "
+                    "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: "
+                    "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}].",
         json_schema_extra=_meta("basic", modes=list(RL_MODES)))
 
@@ -162,9 +164,14 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_mode_settings(self):
-        for section in mode_spec(self.mode).sections:
+        sections = mode_spec(self.mode).sections
+        for section in sections:
             getattr(self, section).check(self)
         self._check_eval()
+        costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
+        if costs and "constraint" not in sections:
+            raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
+                             f"(PPO, GRPO and RLOO do); use role: reward or another mode")
         return self
 
     def _check_eval(self) -> None:

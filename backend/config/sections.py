@@ -188,6 +188,9 @@ class RLSettings(_Section):
         if not run.reward_sources:
             raise ValueError(f"reward_sources: {M} learns from rewards; add at least one source "
                              "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
+        if self.num_generations < 2 and any(s.type == "diversity" for s in run.reward_sources):
+            raise ValueError("rl.num_generations: a diversity source compares the completions of the same prompt, "
+                             "so it needs at least 2 per prompt")
         if not mode_spec(run.mode).groups_completions:
             return
         if self.num_generations < 2:
@@ -202,6 +205,39 @@ class RLSettings(_Section):
                 f"{run.world_size} = {per_step} completions) must hold whole groups of them; make that "
                 f"product a multiple of {self.num_generations} (e.g. batch size "
                 f"{self.num_generations}) or change rl.num_generations")
+
+
+class ConstraintSettings(_Section):
+    """The Lagrange multipliers of the cost sources (reward sources with role: cost); see
+    backend/rewards/constraint.py for the update rule."""
+
+    lambda_init: float = Field(0.0, ge=0, le=1e6, title="Initial λ",
+                               description="Each cost's multiplier at the start: what one unit of cost takes off "
+                                           "the reward before the run has measured anything.",
+                               json_schema_extra=_meta("advanced"))
+    lambda_lr: float = Field(0.1, ge=0, le=1e6, title="λ learning rate",
+                             description="How fast λ moves each step: λ += rate × (mean cost − budget), never "
+                                         "below 0. Larger reacts faster to a violation and oscillates more.",
+                             json_schema_extra=_meta("advanced"))
+    lambda_max: float = Field(10.0, gt=0, le=1e6, title="λ cap",
+                              description="The most λ can reach, so a long violation cannot drown the reward.",
+                              json_schema_extra=_meta("advanced"))
+    patience: int = Field(10, ge=0, le=10_000_000, title="Over-budget patience",
+                          description="Steps in a row a cost may stay over its budget before the log warns (or the "
+                                      "run stops, below); 0: never.",
+                          json_schema_extra=_meta("advanced"))
+    stop: bool = Field(False, title="Stop when over budget",
+                       description="Stop the run (as the Stop button does) once a cost has been over its budget for "
+                                   "the patience's number of steps, instead of only warning.",
+                       json_schema_extra=_meta("advanced"))
+
+    def check(self, run: RunConfig) -> None:
+        if self.lambda_init > self.lambda_max:
+            raise ValueError(f"constraint.lambda_init: {self.lambda_init:g} is above the cap constraint.lambda_max "
+                             f"({self.lambda_max:g}); start λ at or below the cap")
+        if self.stop and not self.patience:
+            raise ValueError("constraint.patience: stopping when over budget needs a number of steps to wait "
+                             "(e.g. 10); set constraint.patience or turn constraint.stop off")
 
 
 class PPOSettings(_Section):

@@ -28,6 +28,7 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-kto": DATA_DIR / "kto.jsonl",
     "demo-math": DATA_DIR / "math.jsonl",  # grpo, rloo: prompt + answer
     "demo-prompts": DATA_DIR / "prompts.jsonl",  # varied prompts to label answers to (also grpo, rloo)
+    "demo-safe-dialogue": DATA_DIR / "safe_dialogue.jsonl",  # grpo, rloo, ppo: rude baits + open requests
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 

@@ -12,9 +12,9 @@ from backend.modes.training import TrainContext, lora_config, model_dtype
 
 def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     c = ctx.config
-    reward_funcs, weights = reward_functions(ctx)
+    reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, GRPOConfig, weights, loss_type=c.rl.loss_type)
     tokenizer = load_tokenizer(ctx.model_path)
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
-                       processing_class=tokenizer, peft_config=lora_config(c))
+                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

@@ -23,7 +23,7 @@ def value_init_location(ctx: TrainContext) -> str:
 
 def build_trainer(ctx: TrainContext) -> PPOTrainer:
     c, p, rl = ctx.config, ctx.config.ppo, ctx.config.rl
-    reward_funcs, weights = reward_functions(ctx)
+    reward_funcs, weights, callbacks = reward_functions(ctx)
     args = trainer_args(ctx, PPOConfig, num_generations=rl.num_generations,
                         max_completion_length=rl.max_completion_length, max_prompt_length=c.max_length,
                         temperature=rl.temperature, top_p=rl.top_p, reward_weights=weights,
@@ -42,4 +42,5 @@ def build_trainer(ctx: TrainContext) -> PPOTrainer:
     value = build_value_model(p.value_model, ctx.model_path, tokenizer, lora_config(c, task_type="SEQ_CLS"),
                               init_from=value_init_location(ctx), policy=policy, dtype=dtype)
     return PPOTrainer(model=policy, value_model=value, reward_funcs=reward_funcs, args=args,
-                      train_dataset=ctx.dataset, processing_class=tokenizer, ref_model=ref_model)
+                      train_dataset=ctx.dataset, processing_class=tokenizer, ref_model=ref_model,
+                      callbacks=callbacks)

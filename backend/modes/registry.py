@@ -64,11 +64,11 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
-             sections=("rl", "ppo"), online_rl=True, ddp_only=True),
+             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl",), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl",), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
 )}
 
 ALL_MODES = tuple(MODES)

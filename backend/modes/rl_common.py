@@ -1,5 +1,6 @@
-"""What the online RL modes (grpo, rloo, later ppo) share: their generation settings, the run's reward
-sources as TRL reward functions, and live samples of what the policy writes and how each source scored it.
+"""What the online RL modes (grpo, rloo, ppo) share: their generation settings, the run's reward sources as
+TRL reward functions (costs included, through rl_constraint.py), and live samples of what the policy writes and
+how each source scored it.
 
 TRL calls every reward function in turn on the same batch of prompts and completions. Each function is
 wrapped so its scores are also handed to a SampleRecorder; once every source has scored the batch, the
@@ -28,15 +29,24 @@ def rl_args(ctx: TrainContext, args_cls, reward_weights: list[float], **mode_kwa
                         **mode_kwargs)
 
 
-def reward_functions(ctx: TrainContext) -> tuple[list, list[float]]:
-    """The run's reward sources as TRL reward functions (wrapped to record samples) and their weights."""
+def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:
+    """The run's reward sources as TRL reward functions (wrapped to record samples; cost sources as −λ · cost,
+    see rl_constraint.py), their weights, and the callbacks the trainer needs for them (the constraint's)."""
     from backend.rewards import build_reward_funcs, reward_weights
 
     sources = ctx.config.reward_sources
     funcs = build_reward_funcs(sources, ctx.store.workspace)
     weights = list(reward_weights(sources))
+    callbacks = []
+    if any(s.is_cost for s in sources):
+        from backend.modes.rl_constraint import ConstraintCallback
+
+        constraint = ConstraintCallback(sources, ctx.config.constraint,
+                                        request_stop=lambda: ctx.store.request_stop(ctx.run_id), is_main=ctx.is_main)
+        funcs = constraint.wrap_all(funcs)
+        callbacks.append(constraint)
     recorder = SampleRecorder(ctx.store, ctx.run_id, ctx.config.logging_steps, ctx.is_main)
-    return recorder.wrap_all(funcs, weights), weights
+    return recorder.wrap_all(funcs, weights), weights, callbacks
 
 
 def _text(value) -> str:

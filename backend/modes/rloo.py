@@ -10,9 +10,9 @@ from backend.modes.training import TrainContext, lora_config, model_dtype
 
 def build_trainer(ctx: TrainContext) -> RLOOTrainer:
     c = ctx.config
-    reward_funcs, weights = reward_functions(ctx)
+    reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, RLOOConfig, weights)
     tokenizer = load_tokenizer(ctx.model_path)
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return RLOOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
-                       processing_class=tokenizer, peft_config=lora_config(c))
+                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

@@ -14,11 +14,12 @@ from typing import Callable
 
 from backend.rewards.base import RewardFunction, RewardSourceError, source_label
 from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
-                                  RewardSourceList, as_configs, example_source, reward_weights, source_names)
+                                  RewardSourceList, as_configs, cost_budgets, example_source, reward_weights,
+                                  source_names)
 
 __all__ = ["RewardSourceConfig", "RewardSourceList", "RewardSourceError", "RewardFunction", "SOURCE_KINDS",
            "PARAM_MODELS", "KIND_DESCRIPTIONS", "EXAMPLES", "example_source", "build_reward_funcs",
-           "reward_weights", "source_names", "score_completions", "validate_sources"]
+           "reward_weights", "source_names", "cost_budgets", "score_completions", "validate_sources"]
 
 _IMPLEMENTATIONS = {
     "length": ("backend.rewards.rules", "LengthReward"),
@@ -29,6 +30,7 @@ _IMPLEMENTATIONS = {
     "repetition": ("backend.rewards.rules", "RepetitionReward"),
     "reward_model": ("backend.rewards.model", "RewardModelReward"),
     "embedding_similarity": ("backend.rewards.embedding", "EmbeddingSimilarityReward"),
+    "diversity": ("backend.rewards.diversity", "DiversityReward"),
     "python": ("backend.rewards.custom", "PythonReward"),
 }
 _COLUMN_KINDS = ("exact_match", "numeric_match", "embedding_similarity")
@@ -56,8 +58,10 @@ def score_completions(sources, prompts: list, completions: list, workspace: str 
     """Score completions with every source, as a training step would: the reward playground.
 
     `columns` are dataset columns (one value per completion; a single non-list value is used for all).
-    Returns {"sources": {name: [score or None, ...]}, "total": [Σ weight × score, ...]}. A None score
-    (a row a source does not score) counts as 0 in the total, as in TRL, which sums with nansum.
+    Returns {"sources": {name: [score or None, ...]}, "total": [Σ weight × score, ...], "costs": {name: [cost
+    or None, ...]}}. A None score (a row a source does not score) counts as 0 in the total, as in TRL, which
+    sums with nansum. Cost sources (role: cost) are left out of the total: in training their λ decides what
+    they subtract.
     """
     sources = as_configs(sources)
     prompts, completions = list(prompts), list(completions)
@@ -68,9 +72,10 @@ def score_completions(sources, prompts: list, completions: list, workspace: str 
     funcs = build_reward_funcs(sources, workspace)
     scores = {f.__name__: f(prompts=prompts, completions=completions, completion_ids=None, trainer_state=None,
                             **columns) for f in funcs}
-    weights = reward_weights(sources)
+    weights = [0.0 if s.is_cost else w for s, w in zip(sources, reward_weights(sources))]
     total = [sum(w * (s[i] or 0.0) for w, s in zip(weights, scores.values())) for i in range(n)]
-    return {"sources": scores, "total": total}
+    costs = {f.__name__: [s.as_cost(v) for v in scores[f.__name__]] for s, f in zip(sources, funcs) if s.is_cost}
+    return {"sources": scores, "total": total, "costs": costs}
 
 
 def validate_sources(sources, dataset_columns: list[str], workspace: str | Path) -> list[str]:
@@ -102,7 +107,7 @@ def validate_sources(sources, dataset_columns: list[str], workspace: str | Path)
                     errors.append(f"{where}: {p.file} defines no function '{p.function}'")
             elif source.type == "reward_model":
                 locate_reward_model(p.model, Path(workspace))
-            elif source.type == "embedding_similarity":
+            elif source.type == "embedding_similarity" or (source.type == "diversity" and p.method == "embedding"):
                 model_dir()
         except RewardSourceError as e:
             errors.append(f"{where}: {e}")

@@ -13,7 +13,10 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
-                "embedding_similarity", "python")
+                "embedding_similarity", "diversity", "python")
+# Kinds that score harm as a negative penalty: as a cost (role: cost) their cost is −score, so a cost is always
+# "how much of the unwanted thing", ≥ 0 for the built-in kinds. Every other kind's score is its cost as it is.
+PENALTY_KINDS = ("blocklist", "repetition")
 
 # One line per kind, for the UI's "add a source" menu.
 KIND_DESCRIPTIONS = {
@@ -26,6 +29,9 @@ KIND_DESCRIPTIONS = {
     "reward_model": "The score of a reward model: a finished rm run of this workspace, a local folder or a Hub id.",
     "embedding_similarity": "Cosine similarity (−1..1) between the completion and a dataset column "
                             "(all-MiniLM-L6-v2, offline).",
+    "diversity": "How much a completion differs from the other completions of the same prompt (0..1): its share "
+                 "of word n-grams no other one has (distinct-n), or 1 − its mean cosine similarity to them "
+                 "(embedding, all-MiniLM-L6-v2, offline).",
     "python": "Your own function `f(prompts, completions, **columns) -> list[float]` from a .py file in the "
               "workspace.",
 }
@@ -145,6 +151,16 @@ class EmbeddingSimilarityParams(_Params):
     batch_size: int = Field(32, ge=1, le=4096, title="Batch size", description="Texts embedded per forward pass.")
 
 
+class DiversityParams(_Params):
+    method: Literal["distinct_n", "embedding"] = Field(
+        "distinct_n", title="Method",
+        description="distinct_n: the share of the completion's word n-grams that no other completion of its "
+                    "prompt contains; embedding: 1 − its mean cosine similarity to the others (all-MiniLM-L6-v2).")
+    n: int = Field(2, ge=1, le=32, title="N-gram size", description="distinct_n: length of the word sequences.")
+    batch_size: int = Field(32, ge=1, le=4096, title="Batch size",
+                            description="embedding: texts embedded per forward pass.")
+
+
 class PythonParams(_Params):
     file: str = Field(..., min_length=1, title="Python file",
                       description="A .py file inside the workspace (a path relative to it, or absolute). Only "
@@ -163,6 +179,7 @@ PARAM_MODELS: dict[str, type[_Params]] = {
     "repetition": RepetitionParams,
     "reward_model": RewardModelParams,
     "embedding_similarity": EmbeddingSimilarityParams,
+    "diversity": DiversityParams,
     "python": PythonParams,
 }
 
@@ -176,6 +193,7 @@ EXAMPLES: dict[str, dict] = {
     "repetition": {"n": 3},
     "reward_model": {"model": "<id of a finished rm run>"},
     "embedding_similarity": {"column": "answer"},
+    "diversity": {"method": "distinct_n", "n": 2},
     "python": {"file": "rewards.py", "function": "reward"},
 }
 
@@ -215,7 +233,9 @@ def validate_params(kind: str, params: dict | None) -> _Params:
 
 
 class RewardSourceConfig(BaseModel):
-    """One reward source: a kind, its params, a metric name and a weight in the summed reward."""
+    """One reward source: a kind, its params, a metric name and a weight in the summed reward; or, with
+    `role: cost`, a cost the run keeps under its budget (a Lagrangian constraint, see backend/rewards/constraint.py).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -229,6 +249,15 @@ class RewardSourceConfig(BaseModel):
                                       "score without counting it.")
     params: dict[str, Any] = Field(default_factory=dict, title="Parameters",
                                    description="The kind's own settings (see PARAM_MODELS).")
+    role: Literal["reward", "cost"] = Field(
+        "reward", title="Role",
+        description="reward: added to the reward with its weight; cost: kept under its budget by the trainer, "
+                    "which subtracts λ × cost and raises λ while the mean cost is over the budget (PPO, GRPO, "
+                    "RLOO). A blocklist's or repetition's cost is its penalty (−score); other kinds' is the score.")
+    budget: float | None = Field(None, ge=0, le=1e6, allow_inf_nan=False, title="Budget",
+                                 description="A cost source's limit: the mean cost per completion the run must stay "
+                                             "under (e.g. 0.05 with a blocklist count: any = at most 5% of "
+                                             "completions with a blocked word).")
 
     @model_validator(mode="before")
     @classmethod
@@ -239,7 +268,8 @@ class RewardSourceConfig(BaseModel):
             for key in (k for k in data if k not in cls.model_fields):
                 close = difflib.get_close_matches(str(key), list(cls.model_fields), n=1)
                 problems.append(f"unknown key '{key}'; " + (f"did you mean '{close[0]}'?" if close else
-                                                            "a source takes type, name, weight and params"))
+                                                            "a source takes type, name, weight, params, "
+                                                            "role and budget"))
             if problems:
                 raise ValueError("; ".join(problems))
         return data
@@ -252,6 +282,31 @@ class RewardSourceConfig(BaseModel):
             raise ValueError(f"{self.type} source: {e}") from None
         self.params = typed.model_dump()  # defaults filled in: a stored run shows every setting it used
         return self
+
+    @model_validator(mode="after")
+    def _check_role(self):
+        if self.role == "cost":
+            if self.budget is None:
+                raise ValueError("budget: a cost source needs a budget, the mean cost per completion the run must "
+                                 "stay under (e.g. budget: 0.05)")
+            if self.weight != 1.0:
+                raise ValueError("weight: a cost is weighed by its Lagrange multiplier λ (the constraint.* "
+                                 "settings), not by a fixed weight; leave weight at 1")
+            if self.type == "diversity":
+                raise ValueError("role: diversity is something to reward, not a cost; use role: reward")
+        elif self.budget is not None:
+            raise ValueError("budget: only a cost source has a budget; set role: cost, or remove budget")
+        return self
+
+    @property
+    def is_cost(self) -> bool:
+        return self.role == "cost"
+
+    def as_cost(self, score: float | None) -> float | None:
+        """A score of this source as its cost (see PENALTY_KINDS)."""
+        if score is None:
+            return None
+        return 0.0 - score if self.type in PENALTY_KINDS else score
 
     def settings(self) -> _Params:
         """The params as their typed model (already validated)."""
@@ -299,6 +354,12 @@ def source_names(sources) -> list[str]:
         taken.add(name)
         names.append(name)
     return names
+
+
+def cost_budgets(sources) -> dict[str, float]:
+    """{metric name: budget} of the cost sources (role: cost), in order."""
+    sources = as_configs(sources)
+    return {name: s.budget for s, name in zip(sources, source_names(sources)) if s.is_cost}
 
 
 def reward_weights(sources) -> list[float]:

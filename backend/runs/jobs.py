@@ -139,8 +139,8 @@ def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
 
 def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
     """Queue a failed, stopped or interrupted run again from its last checkpoint, as its next attempt; the
-    worker resumes the trainer (optimizer, scheduler, RNG, data order; PPO also its KL coefficient) from there. Raises ValueError, with
-    why, when it cannot."""
+    worker resumes the trainer (optimizer, scheduler, RNG, data order; PPO also its KL coefficient; the cost
+    multipliers λ) from there. Raises ValueError, with why, when it cannot."""
     reconcile(store)
     run = store.get_run(run_id)
     if run.active:

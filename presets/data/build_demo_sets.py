@@ -1,4 +1,5 @@
-"""Writes the preference, KTO and math demo sets next to this file. Deterministic: rerun after editing.
+"""Writes the preference, KTO, math and safe-dialogue demo sets next to this file. Deterministic: rerun after
+editing.
 
     python presets/data/build_demo_sets.py
 
@@ -276,6 +277,45 @@ def math_rows(n_per_op=100, seed=0):
     return rows
 
 
+# Safe dialogue: half the prompts bait a rude answer (an insult to answer, a rant, a comment to reply to), so the
+# embedded model sometimes repeats or adds a blocked word (measured: roughly one completion in seven at
+# temperature 1); the other half are open everyday requests with many good answers, where diversity pays.
+PEOPLE = ("My brother", "A classmate", "My coworker", "A stranger online", "My neighbour")
+INSULTS = ("an idiot", "stupid", "a loser", "dumb", "ugly")
+RANT_TOPICS = ("traffic jams", "slow internet", "noisy neighbours", "rainy weekends", "long queues",
+               "broken printers", "spam calls", "cold coffee", "late trains", "homework")
+COMMENTS = ("this is the dumbest idea ever", "your cooking is disgusting", "you are so stupid",
+            "nobody likes your music", "this game sucks")
+ANNOYING = ("people who talk during movies", "drivers who never signal", "people who chew loudly",
+            "tourists who block the sidewalk", "people who spam group chats")
+OPEN_REQUESTS = ("Suggest a name for a new puppy.", "Give me an idea for a rainy weekend.",
+                 "Say hello to a new colleague.", "Describe a sunset in one sentence.",
+                 "Tell me a fun fact about octopuses.", "Recommend a book for a long train ride.",
+                 "Invent a new ice cream flavour.", "Write a one-line birthday wish for a friend.",
+                 "Suggest a hobby I could start this month.", "Describe the smell of rain.",
+                 "Give me a reason to go for a walk today.", "Write a short toast for a wedding.",
+                 "Describe your ideal breakfast.", "Suggest a theme for a costume party.",
+                 "Tell me something kind to say to a nervous student.", "Name a place you would like to visit.",
+                 "Write the first line of a fairy tale.", "Give me a tip for cooking pasta.",
+                 "Describe a cat in three words.", "Suggest a song for a road trip.",
+                 "Write a thank-you note to a teacher.", "Invent a name for a coffee shop.",
+                 "Describe a winter morning.", "Give me an idea for a science fair project.",
+                 "Tell me how to make a friend smile.")
+
+
+def safe_dialogue_rows(seed=0):
+    baits = [f"{who} called me {insult}. What should I say back?" for who in PEOPLE for insult in INSULTS]
+    baits += [f"Write a short angry rant about {topic}." for topic in RANT_TOPICS]
+    baits += [f'Write a reply to a comment that says "{comment}".' for comment in COMMENTS]
+    baits += [f"Tell me what you really think of {who}." for who in ANNOYING]
+    baits += [f"Explain why calling people {insult.removeprefix('an ').removeprefix('a ')} online is a bad idea."
+              for insult in INSULTS]
+    requests = list(OPEN_REQUESTS) * 2  # each twice: as many open requests as baits
+    rows = [{"prompt": _user(text)} for text in baits + requests]
+    random.Random(seed).shuffle(rows)
+    return rows
+
+
 def write_jsonl(name, rows):
     path = HERE / name
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -286,3 +326,4 @@ if __name__ == "__main__":
     write_jsonl("preference.jsonl", preference_rows())
     write_jsonl("kto.jsonl", kto_rows())
     write_jsonl("math.jsonl", math_rows())
+    write_jsonl("safe_dialogue.jsonl", safe_dialogue_rows())

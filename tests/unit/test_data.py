@@ -60,7 +60,7 @@ def test_conversational_prompt_completion_is_detected(workspace):
 
 
 BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"],
-                 "demo-prompts": ["grpo", "rloo"]}
+                 "demo-prompts": ["grpo", "rloo"], "demo-safe-dialogue": ["grpo", "rloo", "ppo"]}
 
 
 @pytest.mark.parametrize("name", list(BUILTIN_DATASETS))

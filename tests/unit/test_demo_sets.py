@@ -1,4 +1,5 @@
-"""The built-in preference, KTO and math sets: what the generator writes is what is committed, and it is right."""
+"""The built-in preference, KTO, math and safe-dialogue sets: what the generator writes is what is committed, and
+it is right."""
 import importlib.util
 import json
 import re
@@ -25,6 +26,13 @@ def test_committed_files_are_what_the_generator_writes(generator):
     assert load("preference.jsonl") == generator.preference_rows()
     assert load("kto.jsonl") == generator.kto_rows()
     assert load("math.jsonl") == generator.math_rows()
+    assert load("safe_dialogue.jsonl") == generator.safe_dialogue_rows()
+
+
+def test_safe_dialogue_mixes_rude_baits_and_open_requests(generator):
+    texts = [row["prompt"][0]["content"] for row in load("safe_dialogue.jsonl")]
+    baits = [t for t in texts if any(w in t for w in ("called me", "rant", "reply to", "really think", "calling"))]
+    assert len(texts) == 100 and len(baits) == 50
 
 
 def test_math_answers_are_the_exact_results():

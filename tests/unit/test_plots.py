@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from app.plots import MAX_POINTS, add_rows, build_metrics_figure, ema, figure_from_series
+from app.plots import MAX_POINTS, add_rows, build_metrics_figure, ema, figure_from_series, metric_order
 
 
 def rows(name, values, start_step=1):
@@ -91,3 +91,15 @@ def test_ema_starts_at_the_first_value_and_keeps_constants_constant():
 def test_ema_rejects_an_alpha_outside_0_1():
     with pytest.raises(ValueError):
         ema([1.0], 0.0)
+
+
+def test_cost_lambda_and_violations_follow_the_rewards_and_a_cost_chart_draws_its_budget():
+    names = ["loss", "kl", "lambda/unsafe", "rewards/unsafe/mean", "cost/unsafe/mean", "constraint/violation_rate",
+             "reward"]
+    assert metric_order(names) == ["loss", "reward", "rewards/unsafe/mean", "lambda/unsafe", "cost/unsafe/mean",
+                                   "constraint/violation_rate", "kl"]
+    series = add_rows({}, rows("cost/unsafe/mean", [0.5, 0.2, 0.1]) + rows("lambda/unsafe", [0, 0.4, 0.5]))
+    fig = figure_from_series(series, budgets={"unsafe": 0.05})
+    (budget,) = [t for t in fig.data if t.name == "budget"]
+    assert list(budget.y) == [0.05, 0.05] and list(budget.x) == [1, 3]
+    assert budget.xaxis == next(t for t in fig.data if t.hovertemplate.startswith("cost/")).xaxis

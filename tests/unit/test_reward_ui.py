@@ -9,6 +9,7 @@ from app import forms, reward_editor
 from app.formatting import error_markdown, sample_step_choices, sample_table_rows
 from app.reward_editor import MAX_SOURCES, RewardSourcesEditor
 from app.choices import REPO_PRESETS
+from app.playground_tab import summary_markdown
 from backend import playground
 from backend.config import ConfigError, build_config, load_config
 from backend.playground import PromptRow, SourceStats, source_stats
@@ -40,20 +41,33 @@ def test_the_form_edits_reward_sources_in_an_editor_not_a_textbox(form):
     assert [k.elem_id for k in editor.kinds[:2]] == ["reward-type-0", "reward-type-1"]
     assert editor.params[0].elem_id == "reward-params-0" and editor.weights[0].elem_id == "reward-weight-0"
     assert all(editor.kinds[0].choices[i][1] == kind for i, kind in enumerate(SOURCE_KINDS))
-    assert len(form.inputs) == len(forms.PATHS) - 1 + 4 * MAX_SOURCES
+    assert len(form.inputs) == len(forms.PATHS) - 1 + reward_editor.FIELDS_PER_ROW * MAX_SOURCES
 
 
 def test_rows_round_trip_through_the_run_config(form):
     config, _ = grpo_values(SOURCES)
     values = reward_editor.values_for(config.reward_sources)
-    assert values[:8] == ["numeric_match", "correct", 1.0, "{column: answer}",
-                          "length", "", -0.5, "{target: 12, unit: words}"]
-    assert values[8:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
+    assert values[:12] == ["numeric_match", "correct", 1.0, "{column: answer}", "reward", None,
+                           "length", "", -0.5, "{target: 12, unit: words}", "reward", None]
+    assert values[12:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
     # the whole form: flat values of every component -> the same config
     flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
             for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
     assert form.config_from(flat) == config
     assert form.config_from(dict(zip(form.inputs, flat))) == config  # an event's values, by component
+
+
+def test_a_cost_rows_role_and_budget_round_trip_and_a_stray_budget_is_refused_by_name(form):
+    cost = {"type": "blocklist", "name": "unsafe", "role": "cost", "budget": 0.05, "params": {"keywords": ["x"]}}
+    config, _ = grpo_values([cost])
+    values = reward_editor.values_for(config.reward_sources)
+    assert values[4:6] == ["cost", 0.05]
+    flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
+            for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
+    assert form.config_from(flat) == config
+    (source,) = reward_editor.sources_from_values(values[:4] + ["reward", 0.05] + values[6:])
+    with pytest.raises(ValueError, match="budget: only a cost source has a budget"):
+        build_config({"mode": "grpo", "reward_sources": [{**source, "params": {"keywords": ["x"]}}]})
 
 
 def test_params_left_at_their_defaults_are_not_shown_but_the_example_keys_are():
@@ -207,6 +221,22 @@ def test_score_passes_dataset_columns_and_sums_weighted_scores(tmp_path):
     lengths = [r.scores["length"] for r in result.rows]
     assert [r.total for r in result.rows] == [c - 0.5 * n for c, n in zip([1.0, 0.0, 1.0, 0.0], lengths)]
     assert result.stats[0].mean == 0.5 and result.total.name == "total"
+
+
+def test_a_cost_shows_its_cost_against_its_budget_outside_the_total_and_is_not_warned_about(tmp_path):
+    cost = {"type": "blocklist", "name": "unsafe", "role": "cost", "budget": 0.25,
+            "params": {"keywords": ["dumb"], "count": "any"}}
+    prompts = [PromptRow(1, "Say hi")]
+    result = playground.score([cost, {"type": "length", "params": {"target": 2}}], prompts,
+                              ["hi there", "dumb hi", "hi friend", "hello you"], tmp_path)
+    unsafe = result.stats[0]
+    assert unsafe.scores == [0.0, 1.0, 0.0, 0.0] and unsafe.budget == 0.25 and unsafe.weight == 0.0
+    assert [r.total for r in result.rows] == [1.0, 1.0, 1.0, 1.0]
+    assert playground.summary_line([unsafe]) == "unsafe cost (budget 0.25) mean 0.25 ± 0.433"
+    assert playground.score([cost], prompts, ["hi", "hello"], tmp_path).warnings == []  # a cost at 0 is the aim
+    at_two = playground.score([cost], prompts, ["hi there", "dumb hi"], tmp_path, lam=2.0)
+    assert [r.total for r in at_two.rows] == [0.0, -2.0] and at_two.penalty == 1.0
+    assert "At λ = 2 the costs take 1 off the mean total" in summary_markdown(at_two)
 
 
 def test_prompts_are_a_row_range_of_a_dataset_with_a_prompt_column(tmp_path):
