@@ -36,10 +36,13 @@ def parse_scorer_lines(text: str) -> list[dict]:
 
 def scorer_lines(run: Run) -> str:
     """A run's reward sources as scorer lines (JSON, every setting kept); a reference metric for the rest."""
-    sources = [s.model_dump() for s in (run.config.reward_sources or [])]
-    if sources:
-        return "\n".join(json.dumps(s) for s in sources)
-    return "rouge_l"
+    lines = []
+    for s in run.config.reward_sources or []:
+        d = s.model_dump(exclude={"role", "budget"})
+        if getattr(s, "is_cost", False):  # scored and shown, but not part of the judge's sum
+            d["weight"] = 0.0
+        lines.append(json.dumps(d))
+    return "\n".join(lines) or "rouge_l"
 
 
 def dataset_for(run: Run) -> str:

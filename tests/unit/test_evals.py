@@ -145,6 +145,10 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
     filled = prefill(store, grpo.id)
     assert filled["models"] == ["base", f"run:{grpo.id}"] and filled["dataset"] == "demo-math"
     assert json.loads(filled["scorers"])["type"] == "numeric_match"  # judged by what it was trained on
+    cost = {"type": "blocklist", "role": "cost", "budget": 0.1, "params": {"keywords": ["darn"]}}
+    safe = store.create_run(build_config({"mode": "grpo", "dataset": "demo-math", "reward_sources": [source, cost]}))
+    lines = parse_scorer_lines(prefill(store, safe.id)["scorers"])
+    assert [(s["type"], s["weight"]) for s in lines] == [("numeric_match", 1.0), ("blocklist", 0.0)]
     sft = store.create_run(build_config({"mode": "sft", "eval": {"split": 0.1}}))
     assert prefill(store, sft.id)["dataset"] == f"heldout:{sft.id}" and prefill(store, sft.id)["scorers"] == "rouge_l"
     assert "No evaluation selected" in progress_html(None)
