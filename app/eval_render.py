@@ -113,3 +113,24 @@ def win_figure(summary: evals.Summary) -> go.Figure:
 def model_b_choices(e: evals.Evaluation | None) -> list[tuple[str, int]]:
     labels = (e.info.get("models") or e.spec.models) if e else []
     return [(label, i) for i, label in enumerate(labels) if i > 0]
+
+
+def run_evaluations_markdown(store: RunStore, run_id: str) -> str:
+    """The Runs tab's summary of a run's evaluations: each scorer's mean for the run and for the baseline, and its
+    win / tie / loss against the baseline."""
+    found = evals.evaluations_of(store, run_id)
+    if not found:
+        return ""
+    lines = ["**Evaluations** (Evaluate tab for the examples)", ""]
+    for e, summary, idx in found[:5]:
+        me, base = summary.models[idx], summary.models[0]
+        scores = ", ".join(f"{c} {_fmt(me.cells[c].mean)}" + ("" if idx == 0 else f" (baseline {_fmt(base.cells[c].mean)})")
+                           for c in summary.columns)
+        vs = "" if idx == 0 or not summary.judge else \
+            f"; vs {base.label}: {me.wins} win / {me.ties} tie / {me.losses} loss"
+        lines.append(f"- `{e.id}` on {e.spec.dataset} ({me.answered} rows): {scores or 'no scorers'}{vs}")
+    return "\n".join(lines)
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.3f}"

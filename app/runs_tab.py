@@ -18,6 +18,7 @@ import pandas as pd
 
 from app import compare_panel, export_panel
 from app.choices import run_choices, run_selection
+from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_table_rows, sample_sources,
                             sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
@@ -57,6 +58,14 @@ class RunsTab:
     outputs: list
     render: Callable[[RunView], dict]  # view -> {component: update} for outputs, the unchanged left out
     evaluate: gr.Button  # main.py wires it to the Evaluate tab, so this tab never imports that one
+
+
+def store_evaluations_stamp(store: RunStore) -> tuple:
+    """Changes when an evaluation ends: the poll re-reads a run's evaluations only then."""
+    from backend import evals
+
+    ended = [(e.id, e.status) for e in evals.list_evals(store, evals.FINAL)]
+    return len(ended), ended[0] if ended else None
 
 
 def default_selection(runs: list[Run]) -> str | None:
@@ -104,6 +113,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                             min_width=120, visible=False)
     progress = gr.HTML(progress_html(None), elem_id="progress")
     error = gr.Markdown("", visible=False, elem_id="run-error")
+    evaluations = gr.Markdown("", visible=False, elem_id="run-evaluations")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
     with gr.Column(visible=False, elem_id="samples") as samples_box:
         with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
@@ -126,7 +136,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view, resume, evaluate]
+               samples_table, note, delete, confirm, view, resume, evaluate, evaluations]
 
     def render_manage(v: RunView, run: Run | None) -> dict:
         """Note, delete, confirm and resume: an active run can't be deleted; the note follows the store."""
@@ -187,6 +197,8 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                      error: gr.update(value="", visible=False), adapter: gr.update(value="", info=None), config: ""}
             keys = ("progress", "plot", "log", "error", "adapter", "config")
             out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, "none")}
+            if v.changed("evaluations", ""):
+                out[evaluations] = gr.update(value="", visible=False)
             return out | render_samples(v, None) | render_manage(v, None)
         new = store.metrics_since(run.id, v.last_id)
         if new:
@@ -211,6 +223,10 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         cfg = to_yaml(run.config)
         if v.changed("config", cfg):
             out[config] = cfg
+        if v.changed("evaluations_seen", (run.id, run.active, store_evaluations_stamp(store))):
+            text = "" if run.active else run_evaluations_markdown(store, run.id)
+            if v.changed("evaluations", text):
+                out[evaluations] = gr.update(value=text, visible=bool(text))
         return out | render_samples(v, run) | render_manage(v, run)
 
     def on_select(run_id, v: RunView):

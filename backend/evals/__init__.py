@@ -15,9 +15,22 @@ from backend.evals.store import (ACTIVE, FINAL, Answer, Evaluation, answers, del
 
 __all__ = ["ACTIVE", "BASE", "CATEGORIES", "FINAL", "METRICS", "SCORER_KINDS", "Answer", "EvalError", "EvalSpec",
            "Evaluation", "Generation", "Plan", "ScorerConfig", "Summary", "answers", "build_spec", "delete_eval",
-           "dispatch_evals", "examples", "format_table", "get_eval", "list_evals", "log_path", "plan",
+           "dispatch_evals", "evaluations_of", "examples", "format_table", "get_eval", "list_evals", "log_path", "plan",
            "restart_eval", "stop_eval", "submit_eval", "summarize", "summary_of", "table_rows",
            "write_predictions"]
+
+
+def evaluations_of(store, run_id: str) -> list[tuple[Evaluation, Summary, int]]:
+    """Ended evaluations that include the run (any of its checkpoints): (evaluation, summary, the model's index)."""
+    from backend.runs.store import RUN_PREFIX
+
+    out = []
+    for e in list_evals(store, ("completed", "stopped")):
+        idx = next((i for i, m in enumerate(e.spec.models) if m == RUN_PREFIX + run_id
+                    or m.startswith(f"{RUN_PREFIX}{run_id}@")), None)
+        if idx is not None:
+            out.append((e, summary_of(store, e), idx))
+    return out
 
 
 def summary_of(store, evaluation: Evaluation) -> Summary:

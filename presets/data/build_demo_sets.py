@@ -277,6 +277,17 @@ def math_rows(n_per_op=100, seed=0):
     return rows
 
 
+ARITHMETIC = "What is {a} + {b}? Reply with the number only."
+
+
+def arithmetic_rows(seed=0) -> tuple[list, list]:
+    """(400 training rows, 32 held-out rows): every sum of a, b in 0..20, the held-out pairs never trained on."""
+    pairs = [(a, b) for a in range(21) for b in range(21)]
+    random.Random(seed).shuffle(pairs)
+    rows = [{"prompt": _user(ARITHMETIC.format(a=a, b=b)), "answer": str(a + b)} for a, b in pairs]
+    return rows[32:432], rows[:32]
+
+
 # Safe dialogue: half the prompts bait a rude answer (an insult to answer, a rant, a comment to reply to), so the
 # embedded model sometimes repeats or adds a blocked word (measured: roughly one completion in seven at
 # temperature 1); the other half are open everyday requests with many good answers, where diversity pays.
@@ -327,3 +338,6 @@ if __name__ == "__main__":
     write_jsonl("kto.jsonl", kto_rows())
     write_jsonl("math.jsonl", math_rows())
     write_jsonl("safe_dialogue.jsonl", safe_dialogue_rows())
+    train, held_out = arithmetic_rows()
+    write_jsonl("arithmetic.jsonl", train)
+    write_jsonl("arithmetic_eval.jsonl", held_out)

@@ -27,6 +27,16 @@ def test_committed_files_are_what_the_generator_writes(generator):
     assert load("kto.jsonl") == generator.kto_rows()
     assert load("math.jsonl") == generator.math_rows()
     assert load("safe_dialogue.jsonl") == generator.safe_dialogue_rows()
+    assert (load("arithmetic.jsonl"), load("arithmetic_eval.jsonl")) == generator.arithmetic_rows()
+
+
+def test_arithmetic_holds_out_sums_it_never_trains_on():
+    train, held_out = load("arithmetic.jsonl"), load("arithmetic_eval.jsonl")
+    assert (len(train), len(held_out)) == (400, 32)
+    assert not {r["prompt"][0]["content"] for r in train} & {r["prompt"][0]["content"] for r in held_out}
+    for r in train + held_out:
+        a, b = map(int, re.findall(r"\d+", r["prompt"][0]["content"]))
+        assert r["answer"] == str(a + b)
 
 
 def test_safe_dialogue_mixes_rude_baits_and_open_requests(generator):

@@ -152,3 +152,21 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
     sft = store.create_run(build_config({"mode": "sft", "eval": {"split": 0.1}}))
     assert prefill(store, sft.id)["dataset"] == f"heldout:{sft.id}" and prefill(store, sft.id)["scorers"] == "rouge_l"
     assert "No evaluation selected" in progress_html(None)
+
+
+def test_a_run_shows_the_evaluations_it_took_part_in(tmp_path):
+    from app.eval_render import run_evaluations_markdown
+    from backend.config import build_config
+    from backend.evals.store import create_eval, finish_eval, save_answers
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({"mode": "sft"}))
+    assert run_evaluations_markdown(store, run.id) == ""
+    spec = build_spec({"models": ["base", f"run:{run.id}"], "dataset": "demo-math",
+                       "scorers": [{"type": "exact_match", "name": "ok"}]})
+    e = create_eval(store, spec, {"models": ["base", "tuned"]}, total=4)
+    save_answers(store, e.id, [answer(0, 0, 0), answer(0, 1, 1), answer(1, 0, 1), answer(1, 1, 1)])
+    assert run_evaluations_markdown(store, run.id) == ""  # still running: nothing to show yet
+    finish_eval(store, e.id, "completed")
+    text = run_evaluations_markdown(store, run.id)
+    assert f"`{e.id}` on demo-math (2 rows): ok 1.000 (baseline 0.500); vs base: 1 win / 1 tie / 0 loss" in text

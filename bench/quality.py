@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Does the workbench's training actually teach? Each task goes the whole product path (submit -> supervisor ->
+worker -> store), then the evaluator (backend/evals) judges the trained model against its base on prompts the
+run never saw, greedy. One table at the end: task, base score, trained score, minutes, target, verdict.
+
+  grpo  presets/grpo_arithmetic.yaml: 400 sums a + b (0..20), "Reply with the number only"; evaluated on the 32
+        held-out sums. Scores: right number (numeric_match) and strict (the number alone).
+        target: >= 80% right AND >= 50% strict, within 15 minutes on this CPU
+  dpo   100 preference pairs (the labeling export's format: demo-preference) -> DPO; win rate against the base on
+        the held-out prompts, judged by a reward model trained here on the same pairs.   target: >= 65%
+  ppo   presets/ppo_demo.yaml with its held-out prompts evaluated every few steps: eval_reward per step, KL
+        printed beside it.   target: eval_reward rises (last > first) with KL bounded (< 1)
+
+  .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo] [--workspace DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STRICT = r"^\s*-?\d+\.?\s*$"
+
+
+def train(store, preset: str, **overrides):
+    from backend.config import load_config
+    from backend.runs.jobs import dispatch, submit_run
+
+    config = load_config(REPO / "presets" / preset, [f"{k}={v}" for k, v in overrides.items()])
+    run = submit_run(store, config)
+    print(f"  {run.name} ({run.id}): training", flush=True)
+    started = time.time()
+    while store.get_run(run.id).active:
+        dispatch(store)
+        time.sleep(2)
+    run = store.get_run(run.id)
+    if run.status != "completed":
+        raise SystemExit(f"{run.id} {run.status}: {run.error}")
+    return run, (time.time() - started) / 60
+
+
+def evaluate(store, models: list[str], dataset: str, scorers: list[dict], max_new_tokens: int = 32):
+    from backend import evals
+    from backend.runs.jobs import dispatch
+
+    spec = evals.build_spec({"models": models, "dataset": dataset, "scorers": scorers,
+                             "generation": {"max_new_tokens": max_new_tokens, "batch_size": 16}})
+    e = evals.submit_eval(store, spec)
+    started = time.time()
+    while evals.get_eval(store, e.id).active:
+        dispatch(store)
+        time.sleep(1)
+    e = evals.get_eval(store, e.id)
+    if e.status != "completed":
+        raise SystemExit(f"evaluation {e.id} {e.status}: {e.error}")
+    summary = evals.summary_of(store, e)
+    print(evals.format_table(summary), flush=True)
+    return summary, (time.time() - started) / 60
+
+
+def grpo(store) -> list[tuple]:
+    run, minutes = train(store, "grpo_arithmetic.yaml", **{"eval.dataset": "", "eval.steps": 0})
+    scorers = [{"type": "numeric_match", "name": "right", "params": {"column": "answer"}},
+               {"type": "regex", "name": "strict", "weight": 0.0, "params": {"pattern": STRICT}}]
+    summary, eval_minutes = evaluate(store, ["base", f"run:{run.id}"], "demo-arithmetic-eval", scorers, 16)
+    base, tuned = summary.models
+    right, strict = tuned.cells["right"].mean, tuned.cells["strict"].mean
+    total = minutes + eval_minutes
+    ok = right >= 0.8 and strict >= 0.5 and total <= 15
+    return [("grpo arithmetic: right number", base.cells["right"].mean, right, total, ">= 0.80", ok),
+            ("grpo arithmetic: number only", base.cells["strict"].mean, strict, total, ">= 0.50", ok)]
+
+
+def dpo(store) -> list[tuple]:
+    from backend.data import BUILTIN_DATASETS
+
+    rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
+    train_file, held_file = store.workspace / "pairs.jsonl", store.workspace / "held_out_prompts.jsonl"
+    train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
+    held_file.write_text("".join(json.dumps({"prompt": r["prompt"], "answer": r["chosen"]}) + "\n" for r in rows[100:]))
+    rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
+    policy, dpo_minutes = train(store, "dpo_demo.yaml", dataset=str(train_file), max_steps=60)
+    scorers = [{"type": "reward_model", "name": "rm", "params": {"model": rm.id}}]
+    summary, eval_minutes = evaluate(store, ["base", f"run:{policy.id}"], "demo-preference", scorers, 48)
+    base, tuned = summary.models
+    rate = tuned.win_rate or 0.0
+    return [("dpo on labels: win rate vs base (rm judge)", 0.5, rate, rm_minutes + dpo_minutes + eval_minutes,
+             ">= 0.65", rate >= 0.65)]
+
+
+def ppo(store) -> list[tuple]:
+    run, minutes = train(store, "ppo_demo.yaml", **{"eval.split": 0.1, "eval.steps": 5, "eval.limit": 16})
+    rows = store.metrics_since(run.id)
+    series = {n: [(m["step"], m["value"]) for m in rows if m["name"] == n] for n in ("eval_reward", "objective/kl")}
+    print("  step  eval_reward  kl")
+    kl = dict(series["objective/kl"])
+    for step, value in series["eval_reward"]:
+        print(f"  {step:4}  {value:11.4f}  {kl.get(step, float('nan')):.4f}")
+    first, last = series["eval_reward"][0][1], series["eval_reward"][-1][1]
+    max_kl = max(v for _, v in series["objective/kl"])
+    return [("ppo: held-out eval_reward (first -> last)", first, last, minutes, "rises, KL < 1",
+             last > first and max_kl < 1)]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", default="grpo,dpo,ppo")
+    p.add_argument("--workspace", help="keep the runs here (default: a temporary folder)")
+    a = p.parse_args()
+    from backend.runs.store import RunStore
+
+    tasks = {"grpo": grpo, "dpo": dpo, "ppo": ppo}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RunStore(a.workspace or tmp)
+        rows = []
+        for name in a.tasks.split(","):
+            print(f"\n== {name}", flush=True)
+            rows += tasks[name](store)
+    print(f"\n{'task':46} {'base':>6} {'trained':>8} {'minutes':>8} {'target':>14}  verdict")
+    for task, base, trained, minutes, target, ok in rows:
+        print(f"{task:46} {base:6.3f} {trained:8.3f} {minutes:8.1f} {target:>14}  {'met' if ok else 'NOT met'}")
+    return 0 if all(r[-1] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
