@@ -104,20 +104,14 @@ def create_eval(store: RunStore, spec: EvalSpec, info: dict, total: int) -> Eval
 
 
 def get_eval(store: RunStore, eval_id: str) -> Evaluation:
-    with store.connect() as db:
-        row = db.execute("SELECT * FROM evals WHERE id=?", (eval_id,)).fetchone()
+    row = store.job_row("evals", eval_id)
     if row is None:
         raise KeyError(f"no evaluation with id '{eval_id}'")
     return _from_row(row)
 
 
 def list_evals(store: RunStore, statuses: tuple[str, ...] | None = None) -> list[Evaluation]:
-    query, args = "SELECT * FROM evals", ()
-    if statuses:
-        query += f" WHERE status IN ({','.join('?' * len(statuses))})"
-        args = statuses
-    with store.connect() as db:
-        return [_from_row(r) for r in db.execute(query + " ORDER BY created_at DESC", args).fetchall()]
+    return [_from_row(r) for r in store.job_rows("evals", statuses)]
 
 
 def update_eval(store: RunStore, eval_id: str, **values) -> None:

@@ -225,6 +225,21 @@ class RunStore:
     def run_dir(self, run_id: str) -> Path:
         return self.workspace / "runs" / run_id
 
+    # ---- other packages' job tables (sweeps, evaluations): an id, a status and created_at ----
+
+    def job_row(self, table: str, job_id: str) -> sqlite3.Row | None:
+        with self._connect() as db:
+            return db.execute(f"SELECT * FROM {table} WHERE id=?", (job_id,)).fetchone()
+
+    def job_rows(self, table: str, statuses: tuple[str, ...] | None = None) -> list[sqlite3.Row]:
+        """Newest first; only those in `statuses` when given."""
+        sql, args = f"SELECT * FROM {table}", ()
+        if statuses:
+            sql += f" WHERE status IN ({','.join('?' * len(statuses))})"
+            args = tuple(statuses)
+        with self._connect() as db:
+            return db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
+
     # ---- runs ----
 
     def create_run(self, config: RunConfig) -> Run:

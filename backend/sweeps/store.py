@@ -128,21 +128,14 @@ def create_sweep(store: RunStore, spec: SweepSpec) -> Sweep:
 
 
 def get_sweep(store: RunStore, sweep_id: str) -> Sweep:
-    with store.connect() as db:
-        row = db.execute("SELECT * FROM sweeps WHERE id=?", (sweep_id,)).fetchone()
+    row = store.job_row("sweeps", sweep_id)
     if row is None:
         raise KeyError(f"no sweep with id '{sweep_id}'")
     return _row_to_sweep(row)
 
 
 def list_sweeps(store: RunStore, statuses: tuple[str, ...] | None = None) -> list[Sweep]:
-    sql, args = "SELECT * FROM sweeps", ()
-    if statuses:
-        sql += f" WHERE status IN ({','.join('?' * len(statuses))})"
-        args = statuses
-    with store.connect() as db:
-        rows = db.execute(sql + " ORDER BY created_at DESC", args).fetchall()
-    return [_row_to_sweep(r) for r in rows]
+    return [_row_to_sweep(r) for r in store.job_rows("sweeps", statuses)]
 
 
 def update_sweep(store: RunStore, sweep_id: str, **fields) -> None:
