@@ -5,6 +5,7 @@ ROLES = ("system", "user", "assistant", "tool")
 MESSAGE_COLUMNS = ("messages",)  # always message lists
 TEXT_COLUMNS = ("text",)  # always plain strings
 FLAG_COLUMNS = ("label",)  # KTO: desirable or not
+PASSED_COLUMNS = ("tools",)  # read by TRL's SFTTrainer beside the format's (function schemas for the template)
 
 
 class DatasetError(ValueError):

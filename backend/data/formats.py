@@ -3,7 +3,7 @@ against it, naming the row, the column and what was expected."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, ROLES, TEXT_COLUMNS, DatasetError, value_kind
@@ -20,6 +20,8 @@ class FormatInfo:
     columns: list[str]
     conversational: bool
     num_rows: int
+    adapter: str | None = None  # what converting it into this format did, when it came in another one
+    passed: list[str] = field(default_factory=list)  # other columns the trainer reads (ShareGPT's `tools`)
 
 
 def format_label(columns: list[str]) -> str:
@@ -61,7 +63,7 @@ def _no_format_message(names: list[str], mode: str, source: str) -> str:
     return f"{message}. {M} needs one of: {' | '.join(format_label(c) for c in formats)}"
 
 
-def _check_messages(value, *, need_assistant: bool) -> str | None:
+def check_messages(value, *, need_assistant: bool) -> str | None:
     """None if `value` is a usable list of chat messages, else what is wrong with it."""
     if not isinstance(value, list):
         return f"is {value_kind(value)}, not a list of messages"
@@ -96,13 +98,13 @@ def _check_cell(column: str, value) -> str | None:
     if column in FLAG_COLUMNS:
         return None if isinstance(value, bool) or value in (0, 1) else f"is {value!r}"
     if column in MESSAGE_COLUMNS:
-        return _check_messages(value, need_assistant=True)  # a messages column is the whole example
+        return check_messages(value, need_assistant=True)  # a messages column is the whole example
     if isinstance(value, str):
         return None
     if column in TEXT_COLUMNS:
         return f"is {value_kind(value)}"
     if isinstance(value, list):
-        return _check_messages(value, need_assistant=False)
+        return check_messages(value, need_assistant=False)
     return f"is {value_kind(value)}"
 
 

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
-from backend.data.formats import FormatInfo, detect_format, validate_rows
+from backend.data.formats import FormatInfo, validate_rows
 from backend.data.sources import load
 from backend.modes.registry import MODES
 
@@ -17,13 +18,14 @@ if TYPE_CHECKING:
 
 
 def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tuple[datasets.Dataset, FormatInfo]:
-    """Load, detect and validate. SFT keeps only the format's columns (SFTTrainer trips over extras);
-    other modes keep every column (GRPO hands extra columns to reward functions)."""
+    """Load, detect (converting a dataset in another known format, see adapters) and validate. SFT keeps only
+    the format's columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns
+    to reward functions)."""
     ds, source = load(spec, workspace, mode)
-    info = detect_format(ds, mode, source)
+    ds, info = conform(ds, mode, source)
     validate_rows(ds, info, mode, source)
     if not MODES[mode].keeps_extra_columns:
-        ds = ds.select_columns(info.columns)
+        ds = ds.select_columns(info.columns + info.passed)
     return ds, info
 
 
@@ -66,8 +68,15 @@ def _render(value) -> str:
     return _clip(value)
 
 
+def _table(ds: datasets.Dataset, n: int):
+    import pandas as pd
+
+    return pd.DataFrame({c: [_render(v) for v in values] for c, values in ds[:n].items()})
+
+
 def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5):
-    """(first n rows as display text, the detected format or None, an error message or None).
+    """(first n rows as display text, the detected format or None, an error message or None). The rows are
+    shown as the trainer gets them (converted, when the dataset came in another format).
     Never raises: the UI shows the message next to whatever rows could be read."""
     import pandas as pd
 
@@ -77,12 +86,11 @@ def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int 
         return pd.DataFrame(), None, str(e)
     except Exception as e:  # the UI must show something rather than a traceback
         return pd.DataFrame(), None, f"could not read dataset {spec}: {short(e)}"
-    head = ds[:n]
-    df = pd.DataFrame({c: [_render(v) for v in values] for c, values in head.items()})
     try:
-        info = detect_format(ds, mode, source)
+        ds, info = conform(ds, mode, source)
     except DatasetError as e:
-        return df, None, str(e)
+        return _table(ds, n), None, str(e)
+    df = _table(ds, n)
     try:
         validate_rows(ds, info, mode, source)
     except DatasetError as e:
