@@ -87,12 +87,13 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
 
 
 def format_text(info, error: str | None, mode: str) -> str:
+    converted = f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
     if info is not None and error is None:
         kind = "conversational" if info.conversational else "plain text"
         return (f"**Ready:** {info.name} format ({', '.join(f'`{c}`' for c in info.columns)}, {kind}) · "
-                f"{info.num_rows} rows · ready for {mode.upper()}")
+                f"{info.num_rows} rows · ready for {mode.upper()}{converted}")
     if info is not None:
-        return f"**Cannot train this dataset:** {info.name} format detected, but {error}"
+        return f"**Cannot train this dataset:** {info.name} format detected, but {error}{converted}"
     return f"**Cannot train this dataset:** {error}" if error else ""
 
 

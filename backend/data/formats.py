@@ -23,6 +23,14 @@ class FormatInfo:
     adapter: str | None = None  # what converting it into this format did, when it came in another one
     passed: list[str] = field(default_factory=list)  # other columns the trainer reads (ShareGPT's `tools`)
 
+    def summary(self, rows: int | None = None) -> str:
+        """One line for logs and the CLI: the rows (`rows` when fewer are trained on, after a hold-out), the
+        format and what converting it did."""
+        kind = "conversational" if self.conversational else "plain text"
+        rows = self.num_rows if rows is None else rows
+        line = f"{rows} rows, {self.name} format ({format_label(self.columns)}, {kind})"
+        return f"{line}; converted: {self.adapter}" if self.adapter else line
+
 
 def format_label(columns: list[str]) -> str:
     return " + ".join(columns)

@@ -52,7 +52,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         e = config.eval
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
                                                      workspace=store.workspace)
-        print(f"dataset: {len(dataset)} rows, format {info.name}", flush=True)
+        print(f"dataset: {info.summary(rows=len(dataset))}", flush=True)
         if eval_dataset is not None:
             where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"
             print(f"evaluation: {len(eval_dataset)} rows ({where}), "

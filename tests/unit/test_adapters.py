@@ -193,7 +193,8 @@ def test_preference_data_for_sft_says_which_modes_it_converts_for(workspace):
 # ---- implicit prompts, Anthropic HH, UltraFeedback ----
 
 def test_an_implicit_prompt_is_the_shared_beginning(workspace):
-    rows = [{"chosen": [user("Sky colour?"), assistant("Blue.")], "rejected": [user("Sky colour?"), assistant("Green.")]}]
+    rows = [{"chosen": [user("Sky colour?"), assistant("Blue.")],
+             "rejected": [user("Sky colour?"), assistant("Green.")]}]
     ds, info = load(workspace, rows, "dpo")
     assert ds[0] == {"prompt": [user("Sky colour?")], "chosen": [assistant("Blue.")],
                      "rejected": [assistant("Green.")]}
@@ -309,3 +310,11 @@ def test_the_preview_shows_converted_rows_and_the_sentence(workspace):
     (workspace / "bad.json").write_text(json.dumps([{"instruction": "q", "output": ""}]))
     df, info, error = preview("bad.json", "sft", workspace)
     assert info is None and "row 1: column `output` is empty" in error and list(df.columns) == ["instruction", "output"]
+
+
+def test_the_cli_and_log_line_says_what_a_conversion_did(workspace):
+    _, info = load(workspace, ALPACA, "sft")
+    assert info.summary() == ("2 rows, prompt_completion format (prompt + completion, conversational); converted: "
+                              "alpaca → prompt + completion (user message → assistant message); `input` appended "
+                              "to the instruction after a newline")
+    assert info.summary(rows=197).startswith("197 rows, prompt_completion format")

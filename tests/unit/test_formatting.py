@@ -9,6 +9,7 @@ from app.formatting import (changed_settings, cli_command, error_markdown, eta_s
 from app.choices import preset_choices
 from app.train_tab import format_text, save_preset
 from backend.config import ConfigError, RunConfig, apply_overrides, build_config, load_config
+from backend.data import FormatInfo
 from backend.runs.store import Run
 
 NOW = 1_000_000.0
@@ -82,12 +83,18 @@ def test_cli_command_for_all_defaults_is_the_bare_command():
 
 
 def test_dataset_format_text_says_ready_or_why_not():
-    class Info:
-        name, columns, conversational, num_rows = "messages", ["messages"], True, 201
-
-    assert format_text(Info, None, "sft").startswith("**Ready:** messages format")
-    assert "row 3" in format_text(Info, "x.jsonl row 3: column `messages` is empty", "sft")
+    info = FormatInfo("messages", ["messages"], conversational=True, num_rows=201)
+    assert format_text(info, None, "sft").startswith("**Ready:** messages format")
+    assert "Converted" not in format_text(info, None, "sft")
+    assert "row 3" in format_text(info, "x.jsonl row 3: column `messages` is empty", "sft")
     assert format_text(None, "file x not found", "sft") == "**Cannot train this dataset:** file x not found"
+
+
+def test_dataset_format_text_says_what_a_conversion_did():
+    info = FormatInfo("messages", ["messages"], conversational=True, num_rows=2,
+                      adapter="ShareGPT → messages; `from` human → user, gpt → assistant, system → system")
+    assert format_text(info, None, "sft").endswith("ready for SFT\n\n**Converted:** ShareGPT → messages; `from` "
+                                                   "human → user, gpt → assistant, system → system")
 
 
 def test_presets_saved_from_the_ui_load_back_and_are_listed(tmp_path):

@@ -2,10 +2,11 @@
 prompts, Anthropic HH, UltraFeedback's mixed kinds, GSM8K), converted into one of the mode's TRL formats.
 
 Only a dataset in none of the mode's own formats is converted, or one whose columns are a known format's that
-includes the mode's own and more (LLaMA-Factory's `conversations` + `chosen` + `rejected` for a reward model).
+include the mode's own and more (LLaMA-Factory's `conversations` + `chosen` + `rejected` for a reward model).
 The format is told by its columns, and where two formats share columns, by row 1's values; the most specific
-match wins (ShareGPT preference data over plain ShareGPT). A dataset that two formats fit for the mode, or that one format fits only for other modes, is
-refused with its columns named, never guessed at. What the conversion did is one sentence in FormatInfo.adapter.
+match wins (ShareGPT preference data over plain ShareGPT). A dataset that two formats fit for the mode, or that
+one format fits only for other modes, is refused with its columns named, never guessed at. What the conversion
+did is one sentence in FormatInfo.adapter.
 """
 from __future__ import annotations
 

@@ -24,11 +24,14 @@ def is_hh_text(value) -> bool:
     return isinstance(value, str) and value.lstrip("\n").startswith("Human:")
 
 
+_HH_TEXT = "a `\\n\\nHuman: … \\n\\nAssistant: …` conversation"
+
+
 def _hh_messages(t: Table, i: int, column: str) -> list[dict]:
-    text = t.text(i, column, "a `\\n\\nHuman: … \\n\\nAssistant: …` conversation")
+    text = t.text(i, column, _HH_TEXT)
     pieces = _HH_TURN.split(text.lstrip("\n"))
     if pieces[0].strip() or len(pieces) < 3:
-        raise t.error(i, column, "does not start with `Human:`", "a `\\n\\nHuman: … \\n\\nAssistant: …` conversation")
+        raise t.error(i, column, "does not start with `Human:`", _HH_TEXT)
     return [message(_HH_ROLE[role], content.strip()) for role, content in zip(pieces[1::2], pieces[2::2])]
 
 
