@@ -70,6 +70,8 @@ def elem_id(path: str) -> str:
 
 
 def to_component_value(path: str, value):
+    if isinstance(value, dict):  # data.columns: name=column pairs, as its textbox takes them
+        return ", ".join(f"{name}={column}" for name, column in value.items())
     return ", ".join(value) if _is_list(path) and isinstance(value, list) else value
 
 

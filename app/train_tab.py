@@ -21,7 +21,7 @@ from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_cho
 from app.formatting import cli_command, error_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor
 from backend.runs import jobs
-from backend.config import ConfigError, RunConfig, choices, load_config, to_yaml
+from backend.config import ConfigError, RunConfig, build_config, choices, load_config, to_yaml
 from backend.modes import available_modes
 from backend.runs.store import RunStore, default_workspace
 
@@ -87,7 +87,8 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
 
 
 def format_text(info, error: str | None, mode: str) -> str:
-    converted = f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
+    converted = f"\n\n**Columns mapped:** {info.mapping_text()}" if info is not None and info.mapped else ""
+    converted += f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
     if info is not None and error is None:
         kind = "conversational" if info.conversational else "plain text"
         return (f"**Ready:** {info.name} format ({', '.join(f'`{c}`' for c in info.columns)}, {kind}) · "
@@ -145,12 +146,16 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode):
+    def on_preview(dataset, mode, columns):
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
             return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
-        df, info, error = preview(dataset, mode, workspace=workspace, n=5)
+        try:
+            columns = build_config({"data": {"columns": columns}}).data.columns
+        except ConfigError as e:
+            return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
+        df, info, error = preview(dataset, mode, workspace=workspace, n=5, columns=columns)
         return {data_preview: df, data_format: format_text(info, error, mode)}
 
     def on_mode(mode, dataset):
@@ -191,11 +196,12 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         problem (submit_run checks them only once the settings are valid)."""
         data, _ = forms.data_from_values(form.pack(values))
         sources = {k: data[k] for k in ("model", "dataset", "mode")}
-        if any(line.split(":", 1)[0] in sources for line in errors):
+        if any(line.split(":", 1)[0] in (*sources, "data.columns") for line in errors):
             return []
         try:
-            # only these three are read, and an RL mode alone would not validate (it needs reward sources)
-            jobs.preflight(RunConfig.model_construct(**sources), workspace)
+            # only these are read, and an RL mode alone would not validate (it needs reward sources)
+            columns = build_config({"data": data["data"]}).data
+            jobs.preflight(RunConfig.model_construct(**sources, data=columns), workspace)
         except ConfigError as e:
             return e.errors
         except Exception:  # the real start reports these; this is only a courtesy
@@ -270,8 +276,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     # ---- wiring ----
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
-    preview_io = dict(inputs=[c["dataset"], c["mode"]], outputs=[data_preview, data_format])
-    gr.on([c["dataset"].change, c["mode"].change], on_preview, **preview_io, show_progress="minimal")
+    preview_io = dict(inputs=[c["dataset"], c["mode"], c["data.columns"]], outputs=[data_preview, data_format])
+    gr.on([c["dataset"].change, c["mode"].change, c["data.columns"].blur, c["data.columns"].submit], on_preview,
+          **preview_io, show_progress="minimal")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])

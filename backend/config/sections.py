@@ -317,5 +317,43 @@ class EvalSettings(_Section):
         return bool(self.dataset) or self.split > 0
 
 
+class DataSettings(_Section):
+    columns: dict[str, str] = Field(
+        default_factory=dict, title="Dataset columns",
+        description="Which dataset column is which, when its names are not TRL's: name=column pairs, e.g. "
+                    "prompt=question, completion=answer (YAML: {prompt: question, completion: answer}). Applied "
+                    "before the format is detected. Names are TRL's (prompt, completion, chosen, rejected, label, "
+                    "messages, text) or what a reward source reads (answer). Empty: the dataset's own names.",
+        json_schema_extra=_meta())
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _parse(cls, v):
+        """`prompt=question, completion=answer` (the form's text, --set) or a mapping (YAML)."""
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return {}
+        if isinstance(v, str):
+            pairs = [p.strip() for p in v.split(",") if p.strip()]
+            if bad := [p for p in pairs if "=" not in p]:
+                raise ValueError(f"{bad[0]!r} is not a name=column pair; write e.g. prompt=question, "
+                                 "completion=answer")
+            v = dict(p.split("=", 1) for p in pairs)
+        if isinstance(v, dict):
+            return {str(name).strip(): str(column).strip() if column is not None else "" for name, column in v.items()}
+        return v
+
+    @field_validator("columns")
+    @classmethod
+    def _check(cls, v):
+        if empty := [f"{name}={column}" for name, column in v.items() if not name or not column]:
+            raise ValueError(f"{empty[0]!r}: give both the name and the dataset column")
+        seen: dict[str, str] = {}
+        for name, column in v.items():
+            if column in seen:
+                raise ValueError(f"column `{column}` is given as both {seen[column]} and {name}; give it once")
+            seen[column] = name
+        return {name: column for name, column in v.items() if name != column}  # prompt=prompt changes nothing
+
+
 def is_section(annotation) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)

@@ -22,6 +22,10 @@ class FormatInfo:
     num_rows: int
     adapter: str | None = None  # what converting it into this format did, when it came in another one
     passed: list[str] = field(default_factory=list)  # other columns the trainer reads (ShareGPT's `tools`)
+    mapped: dict[str, str] = field(default_factory=dict)  # data.columns applied first: {name: dataset column}
+
+    def mapping_text(self) -> str:
+        return ", ".join(f"`{column}` as `{name}`" for name, column in self.mapped.items())
 
     def summary(self, rows: int | None = None) -> str:
         """One line for logs and the CLI: the rows (`rows` when fewer are trained on, after a hold-out), the
@@ -29,6 +33,8 @@ class FormatInfo:
         kind = "conversational" if self.conversational else "plain text"
         rows = self.num_rows if rows is None else rows
         line = f"{rows} rows, {self.name} format ({format_label(self.columns)}, {kind})"
+        if self.mapped:
+            line += f"; columns mapped: {self.mapping_text()}"
         return f"{line}; converted: {self.adapter}" if self.adapter else line
 
 

@@ -3,6 +3,7 @@ and the preview the Train tab shows."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,32 @@ if TYPE_CHECKING:
 
 
 
-def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tuple[datasets.Dataset, FormatInfo]:
-    """Load, detect (converting a dataset in another known format, see adapters) and validate. SFT keeps only
-    the format's columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns
-    to reward functions)."""
+def map_columns(ds: datasets.Dataset, columns: dict[str, str] | None, source: str) -> datasets.Dataset:
+    """The run's `data.columns` ({name: dataset column}) applied before anything reads the names: each given
+    column takes its name, replacing a column that had it (the user chose which one it is)."""
+    if not columns:
+        return ds
+    names = ds.column_names
+    for name, column in columns.items():
+        if column not in names:
+            raise DatasetError(f"data.columns: {name}={column}, but {source} has no column `{column}`; its "
+                               f"columns are [{', '.join(names)}]")
+    replaced = [name for name in columns if name in names and name not in columns.values()]
+    return ds.remove_columns(replaced).rename_columns({column: name for name, column in columns.items()})
+
+
+def _conform(ds: datasets.Dataset, mode: str, source: str, columns: dict[str, str] | None):
+    ds, info = conform(map_columns(ds, columns, source), mode, source)
+    return ds, replace(info, mapped=dict(columns or {}))
+
+
+def prepare_dataset(spec: str, mode: str, workspace: Path | None = None,
+                    columns: dict[str, str] | None = None) -> tuple[datasets.Dataset, FormatInfo]:
+    """Load, rename `columns` (data.columns), detect (converting a dataset in another known format, see
+    adapters) and validate. SFT keeps only the format's columns (SFTTrainer trips over extras); other modes keep
+    every column (GRPO hands extra columns to reward functions)."""
     ds, source = load(spec, workspace, mode)
-    ds, info = conform(ds, mode, source)
+    ds, info = _conform(ds, mode, source, columns)
     validate_rows(ds, info, mode, source)
     if not MODES[mode].keeps_extra_columns:
         ds = ds.select_columns(info.columns + info.passed)
@@ -42,12 +63,13 @@ def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets
 
 
 def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
-                         workspace: Path | None = None) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
+                         workspace: Path | None = None, columns: dict[str, str] | None = None
+                         ) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
     """(training set, evaluation set) for a run's `eval` settings: `spec` loaded and checked like a training
-    set (its file, row and column named on error), or `split` of `train` held out; (train, None) when both
-    are off. `train` may be None to check only an evaluation dataset."""
+    set (its file, row and column named on error; `columns` renamed the same way), or `split` of `train` held
+    out; (train, None) when both are off. `train` may be None to check only an evaluation dataset."""
     if spec:
-        return train, prepare_dataset(spec, mode, workspace)[0]
+        return train, prepare_dataset(spec, mode, workspace, columns)[0]
     if split > 0 and train is not None:
         return hold_out(train, split, seed)
     return train, None
@@ -74,9 +96,10 @@ def _table(ds: datasets.Dataset, n: int):
     return pd.DataFrame({c: [_render(v) for v in values] for c, values in ds[:n].items()})
 
 
-def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5):
+def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5,
+            columns: dict[str, str] | None = None):
     """(first n rows as display text, the detected format or None, an error message or None). The rows are
-    shown as the trainer gets them (converted, when the dataset came in another format).
+    shown as the trainer gets them (`columns` renamed; converted, when the dataset came in another format).
     Never raises: the UI shows the message next to whatever rows could be read."""
     import pandas as pd
 
@@ -87,7 +110,7 @@ def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int 
     except Exception as e:  # the UI must show something rather than a traceback
         return pd.DataFrame(), None, f"could not read dataset {spec}: {short(e)}"
     try:
-        ds, info = conform(ds, mode, source)
+        ds, info = _conform(ds, mode, source, columns)
     except DatasetError as e:
         return _table(ds, n), None, str(e)
     df = _table(ds, n)

@@ -61,7 +61,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         if config.finetuning == "lora" and (why := unknown_modules(config.model, config.lora.target_modules)):
             errors.append(f"lora.target_modules: {why}")
     try:
-        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace)
+        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
+                                        columns=config.data.columns)
     except DatasetError as e:
         dataset = None
         errors.append(f"dataset: {e}")
@@ -72,7 +73,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
-        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace)
+        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace,
+                             columns=config.data.columns)
     except DatasetError as err:
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
     if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:

@@ -48,10 +48,11 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
         model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
-        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace)
+        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace,
+                                        columns=config.data.columns)
         e = config.eval
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
-                                                     workspace=store.workspace)
+                                                     workspace=store.workspace, columns=config.data.columns)
         print(f"dataset: {info.summary(rows=len(dataset))}", flush=True)
         if eval_dataset is not None:
             where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"

@@ -68,10 +68,14 @@ def assistant(text):
     return {"role": "assistant", "content": text}
 
 
-def load(workspace, rows, mode, name="data.json"):
+def write(workspace, rows, name="data.json"):
     path = workspace / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) if name.endswith(".jsonl") else json.dumps(rows))
-    return prepare_dataset(str(path), mode)
+    return str(path)
+
+
+def load(workspace, rows, mode, name="data.json", columns=None):
+    return prepare_dataset(write(workspace, rows, name), mode, columns=columns)
 
 
 # ---- alpaca ----
@@ -302,12 +306,12 @@ def test_an_unknown_dataset_lists_the_formats_converted_for_the_mode(workspace):
 
 
 def test_the_preview_shows_converted_rows_and_the_sentence(workspace):
-    (workspace / "alpaca.json").write_text(json.dumps(ALPACA))
+    write(workspace, ALPACA, "alpaca.json")
     df, info, error = preview("alpaca.json", "sft", workspace)
     assert error is None and list(df.columns) == ["prompt", "completion"]
     assert df["prompt"][0] == "user: Describe a process of making crepes."
     assert info.adapter.startswith("alpaca → prompt + completion")
-    (workspace / "bad.json").write_text(json.dumps([{"instruction": "q", "output": ""}]))
+    write(workspace, [{"instruction": "q", "output": ""}], "bad.json")
     df, info, error = preview("bad.json", "sft", workspace)
     assert info is None and "row 1: column `output` is empty" in error and list(df.columns) == ["instruction", "output"]
 
@@ -318,3 +322,44 @@ def test_the_cli_and_log_line_says_what_a_conversion_did(workspace):
                               "alpaca → prompt + completion (user message → assistant message); `input` appended "
                               "to the instruction after a newline")
     assert info.summary(rows=197).startswith("197 rows, prompt_completion format")
+
+
+# ---- data.columns: which column is which ----
+
+def test_mapped_columns_are_renamed_before_the_format_is_detected(workspace):
+    ds, info = load(workspace, GSM8K, "grpo", "gsm8k.jsonl", columns={"prompt": "question"})
+    assert ds.column_names == ["prompt", "answer"] and ds[0]["prompt"] == GSM8K[0]["question"]
+    assert info.adapter is None and info.mapped == {"prompt": "question"}
+    assert "columns mapped: `question` as `prompt`" in info.summary()
+    ds, info = load(workspace, GSM8K, "sft", columns={"prompt": "question", "completion": "answer"})
+    assert info.name == "prompt_completion" and ds[0]["completion"] == GSM8K[0]["answer"]
+
+
+def test_a_mapping_can_bring_a_file_into_a_known_format(workspace):
+    rows = [{"task": "Capital of France?", "response": "Paris."}]
+    with pytest.raises(DatasetError, match="no SFT format found"):
+        load(workspace, rows, "sft")
+    ds, info = load(workspace, rows, "sft", columns={"instruction": "task", "output": "response"})
+    assert ds[0]["prompt"] == [user("Capital of France?")] and info.adapter.startswith("alpaca →")
+
+
+def test_a_mapped_column_that_does_not_exist_is_named_with_the_columns(workspace):
+    with pytest.raises(DatasetError) as err:
+        load(workspace, ALPACA, "sft", columns={"prompt": "question"})
+    assert str(err.value) == ("data.columns: prompt=question, but data.json has no column `question`; its "
+                              "columns are [instruction, input, output]")
+
+
+def test_a_mapped_column_replaces_one_of_its_name(workspace):
+    rows = [{"prompt": "old", "question": "new", "completion": "a"}]
+    ds, info = load(workspace, rows, "sft", columns={"prompt": "question"})
+    assert ds[0] == {"prompt": "new", "completion": "a"}
+
+
+def test_the_preview_applies_the_mapping(workspace):
+    write(workspace, [{"q": "Why?", "a": "Because."}], "qa.json")
+    df, info, error = preview("qa.json", "sft", workspace, columns={"prompt": "q", "completion": "a"})
+    assert error is None and list(df.columns) == ["prompt", "completion"]
+    assert info.mapped == {"prompt": "q", "completion": "a"}
+    df, info, error = preview("qa.json", "sft", workspace, columns={"prompt": "x"})
+    assert info is None and "has no column `x`" in error and list(df.columns) == ["q", "a"]
