@@ -72,6 +72,14 @@ def test_alpaca_with_chosen_and_rejected_trains_preferences(workspace):
         assert info.adapter.startswith("alpaca → prompt + chosen + rejected")
 
 
+def test_alpaca_with_a_kto_tag_trains_kto_and_is_refused_for_sft(workspace):
+    rows = [dict(ALPACA[0], kto_tag=True), dict(ALPACA[1], kto_tag=False)]
+    ds, info = load(workspace, rows, "kto")
+    assert ds["label"] == [True, False] and ds[1]["completion"] == [assistant("Bonjour")]
+    with pytest.raises(DatasetError, match=r"alpaca KTO data \(instruction \+ kto_tag \+ output .*KTO only"):
+        load(workspace, rows, "sft")
+
+
 # ---- ShareGPT and LLaMA-Factory's preference and KTO files ----
 
 def test_sharegpt_becomes_messages_with_tool_turns_and_tools(workspace):
@@ -82,6 +90,11 @@ def test_sharegpt_becomes_messages_with_tool_turns_and_tools(workspace):
     for said in ("human → user, gpt → assistant", "function_call → an assistant message",
                  "observation → a tool message", "`tools` passed to the chat template"):
         assert said in info.adapter
+
+
+def test_sharegpt_turns_with_role_and_content_keys_are_read_too(workspace):
+    ds, _ = load(workspace, [{"conversations": [user("Hi"), assistant("Hello!")]}], "sft")
+    assert ds[0]["messages"] == [user("Hi"), assistant("Hello!")]
 
 
 def test_sharegpt_system_column_is_the_system_message(workspace):

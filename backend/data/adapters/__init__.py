@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from backend.data.adapters.alpaca import ALPACA, ALPACA_PREFERENCE
+from backend.data.adapters.alpaca import ALPACA, ALPACA_KTO, ALPACA_PREFERENCE
 from backend.data.adapters.gsm8k import QUESTIONS
 from backend.data.adapters.preference import ANTHROPIC_HH, PAIRS, normalise_kinds, unpair
 from backend.data.adapters.sharegpt import LLAMAFACTORY_KTO, SHAREGPT, SHAREGPT_KTO, SHAREGPT_PREFERENCE
@@ -25,8 +25,8 @@ from backend.modes.registry import MODES
 if TYPE_CHECKING:
     import datasets
 
-ADAPTERS: tuple[Adapter, ...] = (ALPACA, ALPACA_PREFERENCE, SHAREGPT, SHAREGPT_PREFERENCE, SHAREGPT_KTO,
-                                 LLAMAFACTORY_KTO, PAIRS, ANTHROPIC_HH, QUESTIONS)
+ADAPTERS: tuple[Adapter, ...] = (ALPACA, ALPACA_PREFERENCE, ALPACA_KTO, SHAREGPT, SHAREGPT_PREFERENCE,
+                                 SHAREGPT_KTO, LLAMAFACTORY_KTO, PAIRS, ANTHROPIC_HH, QUESTIONS)
 
 __all__ = ["ADAPTERS", "Adapter", "conform"]
 

@@ -1,6 +1,6 @@
 """alpaca, as in LLaMA-Factory's alpaca_en_demo.json and identity.json: `instruction`, `input`, `output`, optional
 `system` and `history` ([user, assistant] pairs); with `chosen` / `rejected` instead of `output` for preferences
-(LLaMA-Factory's `ranking: true`).
+(LLaMA-Factory's `ranking: true`), or a `kto_tag` for KTO.
 
 Always conversational: LLaMA-Factory puts alpaca through the chat template, and TRL joins a plain prompt and
 completion with nothing between them ("...healthy.1. Eat a balanced diet")."""
@@ -47,6 +47,12 @@ def _to_preference(t: Table) -> dict[str, list]:
             "rejected": [_answer(t, i, "rejected") for i in range(t.n)]}
 
 
+def _to_unpaired(t: Table) -> dict[str, list]:
+    return {"prompt": [_prompt(t, i) for i in range(t.n)],
+            "completion": [_answer(t, i, "output") for i in range(t.n)],
+            "label": [t.flag(i, "kto_tag") for i in range(t.n)]}
+
+
 def _describer(target: str):
     def describe(t: Table) -> str:
         parts = [f"alpaca → {target}"]
@@ -63,6 +69,9 @@ def _describer(target: str):
 ALPACA = Adapter("alpaca", marker=("instruction",), needs=("output",), reads=("input", "system", "history"),
                  produces="prompt_completion", convert=_to_prompt_completion,
                  describe=_describer("prompt + completion (user message → assistant message)"))
+ALPACA_KTO = Adapter("alpaca KTO", marker=("instruction", "kto_tag"), needs=("output",),
+                     reads=("input", "system", "history"), produces="unpaired_preference", convert=_to_unpaired,
+                     describe=_describer("prompt + completion + label (`kto_tag` as the label)"))
 ALPACA_PREFERENCE = Adapter("alpaca preference", marker=("instruction", "chosen", "rejected"),
                             reads=("input", "system", "history"), produces="preference", convert=_to_preference,
                             describe=_describer("prompt + chosen + rejected (user message → assistant messages)"))

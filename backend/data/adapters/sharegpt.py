@@ -24,13 +24,15 @@ _TOOLS = "a JSON list of function schemas"
 def _turn(t: Table, i: int, column: str, turn, where: str = "") -> dict:
     if not isinstance(turn, dict):
         raise t.error(i, column, f"{where}is {value_kind(turn)}", _TURNS)
-    role = ROLE_OF.get(turn.get("from"))
+    speaker = turn.get("from", turn.get("role"))  # some ShareGPT copies use OpenAI's role / content keys
+    text = turn.get("value", turn.get("content"))
+    role = ROLE_OF.get(speaker)
     if role is None:
-        raise t.error(i, column, f"{where}has from {turn.get('from')!r}", _FROM)
-    if not isinstance(turn.get("value"), str):
-        raise t.error(i, column, f"{where}({turn['from']}) has value of type {value_kind(turn.get('value'))}",
+        raise t.error(i, column, f"{where}has from {speaker!r}", _FROM)
+    if not isinstance(text, str):
+        raise t.error(i, column, f"{where}({speaker}) has value of type {value_kind(text)}",
                       "a string `value` in every turn")
-    return message(role, turn["value"])
+    return message(role, text)
 
 
 def _turns(t: Table, i: int, column: str) -> list[dict]:
