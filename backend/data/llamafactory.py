@@ -43,7 +43,10 @@ def read_info(folder: Path) -> dict[str, dict]:
 
 
 def is_data_folder(path: Path) -> bool:
-    return path.is_dir() and (path / INFO_FILE).is_file()
+    """Holds LLaMA-Factory's dataset_info.json (a datasets.save_to_disk folder has one of its own, beside its
+    state.json or dataset_dict.json)."""
+    return (path.is_dir() and (path / INFO_FILE).is_file() and not (path / "state.json").exists()
+            and not (path / "dataset_dict.json").exists())
 
 
 def dataset_names(folder: Path, shown_as: str | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend.data import llamafactory
+import backend.data.llamafactory as llamafactory
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, DatasetError, short, value_kind
 
 if TYPE_CHECKING:
