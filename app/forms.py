@@ -65,6 +65,10 @@ def is_source_list(path: str) -> bool:
     return get_origin(ann) is list and get_args(ann) == (RewardSourceConfig,)
 
 
+def paths_under(section: str) -> list[str]:
+    return [p for p in PATHS if p.startswith(f"{section}.")]
+
+
 def elem_id(path: str) -> str:
     return path.replace(".", "-")
 

@@ -87,7 +87,7 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
 
 
 def format_text(info, error: str | None, mode: str) -> str:
-    converted = f"\n\n**Columns mapped:** {info.mapping_text()}" if info is not None and info.mapped else ""
+    converted = f"\n\n**Data settings:** {'; '.join(info.applied)}" if info is not None and info.applied else ""
     converted += f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
     if info is not None and error is None:
         kind = "conversational" if info.conversational else "plain text"
@@ -146,16 +146,17 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode, columns):
+    def on_preview(dataset, mode, columns, system, max_samples, shuffle, seed):
         try:
-            from backend.data import preview
+            from backend.data import DataOptions, preview
         except ImportError as e:  # data module missing in a partial checkout
             return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
+        data = {"columns": columns, "system": system or "", "max_samples": max_samples or 0, "shuffle": shuffle}
         try:
-            columns = build_config({"data": {"columns": columns}}).data.columns
+            options = DataOptions.of(build_config({"data": data, "seed": 42 if seed is None else seed}))
         except ConfigError as e:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
-        df, info, error = preview(dataset, mode, workspace=workspace, n=5, columns=columns)
+        df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
         return {data_preview: df, data_format: format_text(info, error, mode)}
 
     def on_mode(mode, dataset):
@@ -196,12 +197,12 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         problem (submit_run checks them only once the settings are valid)."""
         data, _ = forms.data_from_values(form.pack(values))
         sources = {k: data[k] for k in ("model", "dataset", "mode")}
-        if any(line.split(":", 1)[0] in (*sources, "data.columns") for line in errors):
+        if any(line.split(":", 1)[0] in (*sources, *forms.paths_under("data"), "seed") for line in errors):
             return []
         try:
             # only these are read, and an RL mode alone would not validate (it needs reward sources)
-            columns = build_config({"data": data["data"]}).data
-            jobs.preflight(RunConfig.model_construct(**sources, data=columns), workspace)
+            settings = build_config({"data": data["data"], "seed": data["seed"]})
+            jobs.preflight(RunConfig.model_construct(**sources, data=settings.data, seed=settings.seed), workspace)
         except ConfigError as e:
             return e.errors
         except Exception:  # the real start reports these; this is only a courtesy
@@ -276,9 +277,11 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     # ---- wiring ----
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
-    preview_io = dict(inputs=[c["dataset"], c["mode"], c["data.columns"]], outputs=[data_preview, data_format])
-    gr.on([c["dataset"].change, c["mode"].change, c["data.columns"].blur, c["data.columns"].submit], on_preview,
-          **preview_io, show_progress="minimal")
+    data_inputs = [c[p] for p in ("data.columns", "data.system", "data.max_samples", "data.shuffle", "seed")]
+    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format])
+    typed = [event for box in data_inputs if not isinstance(box, gr.Checkbox) for event in (box.blur, box.submit)]
+    gr.on([c["dataset"].change, c["mode"].change, c["data.shuffle"].input, *typed], on_preview, **preview_io,
+          show_progress="minimal")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])

@@ -325,6 +325,16 @@ class DataSettings(_Section):
                     "before the format is detected. Names are TRL's (prompt, completion, chosen, rejected, label, "
                     "messages, text) or what a reward source reads (answer). Empty: the dataset's own names.",
         json_schema_extra=_meta())
+    system: str = Field("", max_length=100_000, title="System message",
+                        description="Added as the system message of every conversation that has none of its own "
+                                    "(chat datasets only). Empty: none added.", json_schema_extra=_meta())
+    max_samples: int = Field(0, ge=0, le=1_000_000_000, title="Max samples",
+                             description="Train on at most this many rows of the dataset (and of an evaluation "
+                                         "dataset); 0: every row.", json_schema_extra=_meta("advanced"))
+    shuffle: bool = Field(False, title="Shuffle before sampling",
+                          description="Take the max-samples rows at random (with the run's seed) instead of the "
+                                      "first ones. Training batches are shuffled either way.",
+                          json_schema_extra=_meta("advanced"))
 
     @field_validator("columns", mode="before")
     @classmethod

@@ -26,6 +26,10 @@ def value_kind(value) -> str:
     return "an object"
 
 
+def rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def short(err: BaseException, limit: int = 200) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, ROLES, TEXT_COLUMNS, DatasetError, value_kind
+from backend.data.common import rows as count_rows
 from backend.modes.registry import MODES
 
 if TYPE_CHECKING:
@@ -23,18 +24,16 @@ class FormatInfo:
     adapter: str | None = None  # what converting it into this format did, when it came in another one
     passed: list[str] = field(default_factory=list)  # other columns the trainer reads (ShareGPT's `tools`)
     mapped: dict[str, str] = field(default_factory=dict)  # data.columns applied first: {name: dataset column}
-
-    def mapping_text(self) -> str:
-        return ", ".join(f"`{column}` as `{name}`" for name, column in self.mapped.items())
+    applied: list[str] = field(default_factory=list)  # what the run's data settings did, one phrase each
 
     def summary(self, rows: int | None = None) -> str:
         """One line for logs and the CLI: the rows (`rows` when fewer are trained on, after a hold-out), the
         format and what converting it did."""
         kind = "conversational" if self.conversational else "plain text"
         rows = self.num_rows if rows is None else rows
-        line = f"{rows} rows, {self.name} format ({format_label(self.columns)}, {kind})"
-        if self.mapped:
-            line += f"; columns mapped: {self.mapping_text()}"
+        line = f"{count_rows(rows)}, {self.name} format ({format_label(self.columns)}, {kind})"
+        if self.applied:
+            line += "; " + "; ".join(self.applied)
         return f"{line}; converted: {self.adapter}" if self.adapter else line
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
 from backend.data.formats import FormatInfo, validate_rows
+from backend.data.options import DataOptions, add_system, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
 
@@ -18,32 +19,26 @@ if TYPE_CHECKING:
 
 
 
-def map_columns(ds: datasets.Dataset, columns: dict[str, str] | None, source: str) -> datasets.Dataset:
-    """The run's `data.columns` ({name: dataset column}) applied before anything reads the names: each given
-    column takes its name, replacing a column that had it (the user chose which one it is)."""
-    if not columns:
-        return ds
-    names = ds.column_names
-    for name, column in columns.items():
-        if column not in names:
-            raise DatasetError(f"data.columns: {name}={column}, but {source} has no column `{column}`; its "
-                               f"columns are [{', '.join(names)}]")
-    replaced = [name for name in columns if name in names and name not in columns.values()]
-    return ds.remove_columns(replaced).rename_columns({column: name for name, column in columns.items()})
-
-
-def _conform(ds: datasets.Dataset, mode: str, source: str, columns: dict[str, str] | None):
-    ds, info = conform(map_columns(ds, columns, source), mode, source)
-    return ds, replace(info, mapped=dict(columns or {}))
+def _conform(ds: datasets.Dataset, mode: str, source: str, options: DataOptions | None):
+    """The run's data settings applied around the conversion: rows sampled and columns renamed before it (the
+    names it reads are the user's choice), the system message after it (into the chat it made)."""
+    options = options or DataOptions()
+    ds, sampled = sample(ds, options)
+    ds, mapped = map_columns(ds, options.columns, source)
+    ds, info = conform(ds, mode, source)
+    ds, system = add_system(ds, info, options.system, source)
+    applied = [note for note in (mapped, sampled, system) if note]
+    return ds, replace(info, num_rows=len(ds), mapped=dict(options.columns), applied=applied)
 
 
 def prepare_dataset(spec: str, mode: str, workspace: Path | None = None,
-                    columns: dict[str, str] | None = None) -> tuple[datasets.Dataset, FormatInfo]:
-    """Load, rename `columns` (data.columns), detect (converting a dataset in another known format, see
-    adapters) and validate. SFT keeps only the format's columns (SFTTrainer trips over extras); other modes keep
-    every column (GRPO hands extra columns to reward functions)."""
+                    options: DataOptions | None = None) -> tuple[datasets.Dataset, FormatInfo]:
+    """Load, apply the run's data settings (`options`: a sample, column names, a system message), detect
+    (converting a dataset in another known format, see adapters) and validate. SFT keeps only the format's
+    columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns to reward
+    functions)."""
     ds, source = load(spec, workspace, mode)
-    ds, info = _conform(ds, mode, source, columns)
+    ds, info = _conform(ds, mode, source, options)
     validate_rows(ds, info, mode, source)
     if not MODES[mode].keeps_extra_columns:
         ds = ds.select_columns(info.columns + info.passed)
@@ -63,13 +58,13 @@ def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets
 
 
 def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
-                         workspace: Path | None = None, columns: dict[str, str] | None = None
+                         workspace: Path | None = None, options: DataOptions | None = None
                          ) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
     """(training set, evaluation set) for a run's `eval` settings: `spec` loaded and checked like a training
-    set (its file, row and column named on error; `columns` renamed the same way), or `split` of `train` held
-    out; (train, None) when both are off. `train` may be None to check only an evaluation dataset."""
+    set (its file, row and column named on error; the same data `options` applied), or `split` of `train`
+    held out; (train, None) when both are off. `train` may be None to check only an evaluation dataset."""
     if spec:
-        return train, prepare_dataset(spec, mode, workspace, columns)[0]
+        return train, prepare_dataset(spec, mode, workspace, options)[0]
     if split > 0 and train is not None:
         return hold_out(train, split, seed)
     return train, None
@@ -97,9 +92,10 @@ def _table(ds: datasets.Dataset, n: int):
 
 
 def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5,
-            columns: dict[str, str] | None = None):
+            options: DataOptions | None = None):
     """(first n rows as display text, the detected format or None, an error message or None). The rows are
-    shown as the trainer gets them (`columns` renamed; converted, when the dataset came in another format).
+    shown as the trainer gets them (the data `options` applied; converted, when the dataset came in another
+    format).
     Never raises: the UI shows the message next to whatever rows could be read."""
     import pandas as pd
 
@@ -110,7 +106,7 @@ def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int 
     except Exception as e:  # the UI must show something rather than a traceback
         return pd.DataFrame(), None, f"could not read dataset {spec}: {short(e)}"
     try:
-        ds, info = _conform(ds, mode, source, columns)
+        ds, info = _conform(ds, mode, source, options)
     except DatasetError as e:
         return _table(ds, n), None, str(e)
     df = _table(ds, n)

@@ -49,7 +49,7 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
-    from backend.data import DatasetError, prepare_dataset, prepare_eval_dataset
+    from backend.data import DataOptions, DatasetError, prepare_dataset, prepare_eval_dataset
     from backend.models import ModelError, check_model, unknown_modules
 
     errors = []
@@ -62,7 +62,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             errors.append(f"lora.target_modules: {why}")
     try:
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
-                                        columns=config.data.columns)
+                                        options=DataOptions.of(config))
     except DatasetError as e:
         dataset = None
         errors.append(f"dataset: {e}")
@@ -74,7 +74,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
         prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace,
-                             columns=config.data.columns)
+                             options=DataOptions.of(config))
     except DatasetError as err:
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
     if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:

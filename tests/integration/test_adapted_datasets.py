@@ -5,7 +5,7 @@ import json
 import pytest
 
 from backend.config import build_config
-from backend.data import prepare_dataset
+from backend.data import DataOptions, prepare_dataset
 from backend.modes import mode_module
 from backend.modes.training import TrainContext
 from backend.runs.store import RunStore
@@ -36,7 +36,7 @@ def test_a_dataset_as_users_have_it_trains_two_steps(tiny_model, tmp_path, case)
     config = build_config({"mode": mode, "model": str(tiny_model), "dataset": str(path), "max_steps": 2,
                            "max_length": 64, "lora": {"r": 2}, "per_device_train_batch_size": 2,
                            "rl": {"num_generations": 2, "max_completion_length": 8}, **settings})
-    dataset, info = prepare_dataset(config.dataset, mode, columns=config.data.columns)
+    dataset, info = prepare_dataset(config.dataset, mode, options=DataOptions.of(config))
     assert info.adapter or info.mapped
     store = RunStore(tmp_path / "ws")
     run = store.create_run(config)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from backend.data import DatasetError, prepare_dataset, preview
+from backend.data import DataOptions, DatasetError, prepare_dataset, preview
 from tests.dataset_shapes import (ALPACA, BAD, GOOD, GSM8K, HH, IDENTITY, LF_DPO, LF_KTO, Q, SHAREGPT,
                                   ULTRAFEEDBACK)
 
@@ -24,7 +24,7 @@ def write(workspace, rows, name="data.json"):
 
 
 def load(workspace, rows, mode, name="data.json", columns=None):
-    return prepare_dataset(write(workspace, rows, name), mode, columns=columns)
+    return prepare_dataset(write(workspace, rows, name), mode, options=DataOptions(columns=columns or {}))
 
 
 # ---- alpaca ----
@@ -320,8 +320,9 @@ def test_a_mapped_column_replaces_one_of_its_name(workspace):
 
 def test_the_preview_applies_the_mapping(workspace):
     write(workspace, [{"q": "Why?", "a": "Because."}], "qa.json")
-    df, info, error = preview("qa.json", "sft", workspace, columns={"prompt": "q", "completion": "a"})
+    mapping = DataOptions(columns={"prompt": "q", "completion": "a"})
+    df, info, error = preview("qa.json", "sft", workspace, options=mapping)
     assert error is None and list(df.columns) == ["prompt", "completion"]
     assert info.mapped == {"prompt": "q", "completion": "a"}
-    df, info, error = preview("qa.json", "sft", workspace, columns={"prompt": "x"})
+    df, info, error = preview("qa.json", "sft", workspace, options=DataOptions(columns={"prompt": "x"}))
     assert info is None and "has no column `x`" in error and list(df.columns) == ["q", "a"]

@@ -90,9 +90,11 @@ def test_dataset_format_text_says_ready_or_why_not():
     assert format_text(None, "file x not found", "sft") == "**Cannot train this dataset:** file x not found"
 
 
-def test_dataset_format_text_says_which_columns_were_mapped():
-    info = FormatInfo("prompt_only", ["prompt"], conversational=False, num_rows=2, mapped={"prompt": "question"})
-    assert format_text(info, None, "grpo").endswith("ready for GRPO\n\n**Columns mapped:** `question` as `prompt`")
+def test_dataset_format_text_says_what_the_data_settings_did():
+    info = FormatInfo("prompt_only", ["prompt"], conversational=False, num_rows=2, mapped={"prompt": "question"},
+                      applied=["columns mapped: `question` as `prompt`", "100 of 7473 rows (the first ones)"])
+    assert format_text(info, None, "grpo").endswith("ready for GRPO\n\n**Data settings:** columns mapped: "
+                                                    "`question` as `prompt`; 100 of 7473 rows (the first ones)")
 
 
 def test_dataset_format_text_says_what_a_conversion_did():
