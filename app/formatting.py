@@ -164,6 +164,8 @@ def _flag_value(value) -> str:
         return json.dumps(value, separators=(",", ":"))  # --set parses the value as YAML, which reads JSON
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # data.columns: name=column pairs, as the setting takes them
+        return ",".join(f"{k}={v}" for k, v in value.items())
     return str(value)
 
 

@@ -118,3 +118,12 @@ def test_preset_names_cannot_escape_the_presets_folder(tmp_path):
     for bad in ("../evil", "a/b", "", " "):
         with pytest.raises(ConfigError):
             save_preset(tmp_path, bad, RunConfig())
+
+
+def test_cli_command_gives_dataset_columns_as_name_column_pairs():
+    config = build_config({"data": {"columns": {"prompt": "question", "completion": "answer"}}})
+    line = cli_command(config).splitlines()[-1]
+    assert line.endswith("--set data.columns=prompt=question,completion=answer")
+    sets = [a for a in shlex.split(line) if a.startswith("data.")]
+    assert load_config(None, sets) == config
+
