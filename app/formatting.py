@@ -197,6 +197,25 @@ def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
 
 
 
+# ---- the first example as the trainer sees it ----
+
+def example_html(rendered: list, error: str | None = None) -> str:
+    """backend.data.render's sequences: the text the loss is taken on in colour, the rest greyed, with the
+    token counts; or why there is none."""
+    if error:
+        return f"<p><b>Cannot show the first example:</b> {html.escape(error)}</p>"
+    blocks = []
+    for r in rendered:
+        head = f"{r.tokens} tokens, {r.learned_tokens} learned from"
+        head += f" · {html.escape(r.title)}" if r.title else ""
+        body = "".join(f'<span class="{"wb-learned" if learned else "wb-masked"}">{html.escape(text)}</span>'
+                       for text, learned in r.segments)
+        blocks.append(f'<div class="wb-example"><div class="wb-example-head">{head}</div>'
+                      f'<pre style="white-space: pre-wrap">{body}</pre></div>')
+    return ('<style>.wb-masked {color: #888} .wb-learned {background: rgba(80, 160, 255, .18)}</style>'
+            + "".join(blocks))
+
+
 # ---- live samples of RL runs ----
 
 SAMPLE_COLUMNS = ["step", "prompt", "completion"]  # then one column per reward source, then "total"

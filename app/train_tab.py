@@ -18,7 +18,7 @@ import pandas as pd
 
 from app import forms
 from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
-from app.formatting import cli_command, error_markdown, progress_html
+from app.formatting import cli_command, error_markdown, example_html, progress_html
 from app.reward_editor import RewardSourcesEditor
 from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, to_yaml
@@ -64,6 +64,13 @@ def save_preset(workspace: Path, name: str, config) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# saved from the workbench UI\n{to_yaml(config, only_changed=True)}")
     return path
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    from backend.models import load_tokenizer
+
+    return load_tokenizer(path)
 
 
 @functools.cache
@@ -140,6 +147,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             data_format = gr.Markdown("", elem_id="dataset-format")
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
                                         elem_id="dataset-preview", show_label=False)
+            show_example = gr.Button("Show the first example as the trainer sees it", elem_id="show-example",
+                                     size="sm")
+            example = gr.HTML("", elem_id="dataset-example")
             show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
             cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
                           interactive=False, wrap_lines=True, show_line_numbers=False)
@@ -158,6 +168,24 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
         return {data_preview: df, data_format: format_text(info, error, mode)}
+
+    def on_example(model, dataset, mode, columns, system, max_samples, shuffle, seed):
+        """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
+        from backend.data import DataOptions, DatasetError, prepare_dataset
+        from backend.data.render import render_first
+        from backend.models import ModelError, load_tokenizer, resolve_model
+
+        data = {"columns": columns, "system": system or "", "max_samples": max_samples or 0, "shuffle": shuffle}
+        try:
+            options = DataOptions.of(build_config({"data": data, "seed": 42 if seed is None else seed}))
+            ds, info = prepare_dataset(dataset, mode, workspace, options)
+            rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model)))
+        except (ConfigError, DatasetError, ModelError) as e:
+            return example_html([], error=str(e))
+        except Exception as e:  # a template that fails on this data: say so rather than a traceback
+            log.exception("rendering the first example failed")
+            return example_html([], error=f"the chat template failed on this example: {e}")
+        return example_html(rendered)
 
     def on_mode(mode, dataset):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
@@ -289,6 +317,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     stop.click(on_stop, [session, runs_view], [status, session, message])
     timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
     show_cli.click(on_cli, form_values, [cli, message])
+    show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
     load_btn.click(on_load, preset, [*form.outputs, message])
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
