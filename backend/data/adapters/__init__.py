@@ -41,28 +41,47 @@ def converts_for(adapter: Adapter, mode: str) -> bool:
     return adapter.produces in names or (adapter.produces == "preference" and "unpaired_preference" in names)
 
 
-def choose(ds: datasets.Dataset, mode: str, source: str, native: DatasetError) -> Adapter:
-    """The one adapter for this dataset and mode, or DatasetError saying why there is none."""
+def _candidates(ds: datasets.Dataset, mode: str) -> tuple[list[Adapter], list[Adapter]]:
+    """(the most specific formats whose columns the dataset has, those of them that convert for `mode`)."""
     present, row = set(ds.column_names), ds[0]
     matched = [a for a in ADAPTERS if present.issuperset(a.marker) and a.fits(row)]
     matched = [a for a in matched if not any(set(a.marker) < set(b.marker) for b in matched)]
-    fitting = [a for a in matched if converts_for(a, mode)]
+    return matched, [a for a in matched if converts_for(a, mode)]
+
+
+def _one(ds: datasets.Dataset, source: str, fitting: list[Adapter]) -> Adapter:
+    """The single candidate, with the columns it needs; DatasetError naming the columns otherwise."""
     columns = f"columns are [{', '.join(ds.column_names)}]"
     if len(fitting) > 1:
         both = " and ".join(f"{a.name} ({a.hint})" for a in fitting)
         raise DatasetError(f"{source}: {columns}, which fit both {both}; keep the columns of one format only")
-    if not fitting:
-        if matched:
-            modes = ", ".join(m.upper() for m in MODES if converts_for(matched[0], m))
-            raise DatasetError(f"{native}; these columns are {matched[0].name} data ({matched[0].hint}), "
-                               f"which is converted for {modes} only")
-        known = [f"{a.name} ({a.hint})" for a in ADAPTERS if converts_for(a, mode)]
-        raise DatasetError(f"{native}; or one converted on the way: {' | '.join(known)}" if known else str(native))
-    adapter = fitting[0]
-    if missing := [c for c in adapter.needs if c not in present]:
+    (adapter,) = fitting
+    if missing := [c for c in adapter.needs if c not in ds.column_names]:
         raise DatasetError(f"{source}: {columns}, which look like {adapter.name} (`{adapter.marker[0]}`), but "
                            f"{', '.join(f'`{c}`' for c in missing)} is missing; {adapter.name} needs {adapter.hint}")
     return adapter
+
+
+def choose(ds: datasets.Dataset, mode: str, source: str, native: DatasetError) -> Adapter:
+    """The one adapter for a dataset in none of the mode's formats, or DatasetError saying why there is none
+    (`native`: why it is in none of them)."""
+    matched, fitting = _candidates(ds, mode)
+    if not fitting and matched:
+        modes = ", ".join(m.upper() for m in MODES if converts_for(matched[0], m))
+        raise DatasetError(f"{native}; these columns are {matched[0].name} data ({matched[0].hint}), "
+                           f"which is converted for {modes} only")
+    if not fitting:
+        known = [f"{a.name} ({a.hint})" for a in ADAPTERS if converts_for(a, mode)]
+        raise DatasetError(f"{native}; or one converted on the way: {' | '.join(known)}" if known else str(native))
+    return _one(ds, source, fitting)
+
+
+def _more_specific(ds: datasets.Dataset, mode: str, source: str, info: FormatInfo) -> Adapter | None:
+    """For a dataset in one of the mode's formats, an adapter whose columns include that format's and more:
+    LLaMA-Factory's `conversations` + `chosen` + `rejected` is its own format for RM, not plain pairs with an
+    extra column."""
+    specific = [a for a in _candidates(ds, mode)[1] if set(a.marker) > set(info.columns)]
+    return _one(ds, source, specific) if specific else None
 
 
 def _build(columns: dict[str, list], source: str) -> datasets.Dataset:
@@ -72,14 +91,6 @@ def _build(columns: dict[str, list], source: str) -> datasets.Dataset:
         return datasets.Dataset.from_dict(columns)
     except Exception as e:  # pyarrow cannot unify nested values (e.g. numbers and strings as content)
         raise DatasetError(f"{source}: could not build a table from the converted rows ({short(e)})") from None
-
-
-def _more_specific(ds: datasets.Dataset, mode: str, info: FormatInfo) -> Adapter | None:
-    """An adapter whose columns include the native format's and more: LLaMA-Factory's `conversations` +
-    `chosen` + `rejected` is its own format for RM, not plain pairs with an extra column."""
-    present, native = set(ds.column_names), set(info.columns)
-    return next((a for a in ADAPTERS if set(a.marker) > native and present.issuperset(a.marker)
-                 and a.fits(ds[0]) and converts_for(a, mode)), None)
 
 
 def _apply(adapter: Adapter, ds: datasets.Dataset, source: str) -> tuple[datasets.Dataset, str]:
@@ -110,7 +121,7 @@ def conform(ds: datasets.Dataset, mode: str, source: str) -> tuple[datasets.Data
     """The dataset in one of the mode's formats (converted when it was in none), and that format."""
     try:
         info = detect_format(ds, mode, source)
-        adapter = _more_specific(ds, mode, info)
+        adapter = _more_specific(ds, mode, source, info)
     except DatasetError as native:
         adapter = choose(ds, mode, source, native)
     if adapter is not None:
