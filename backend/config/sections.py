@@ -336,6 +336,30 @@ class DataSettings(_Section):
                                       "first ones. Training batches are shuffled either way.",
                           json_schema_extra=_meta("advanced"))
 
+    mix: Literal["concat", "interleave"] = Field(
+        "concat", title="Mixing",
+        description="With several datasets (comma-separated in the dataset field): concat trains on them one "
+                    "after another (batches are shuffled anyway); interleave alternates their rows by the weights "
+                    "below until every one is used up.", json_schema_extra=_meta("advanced"))
+    mix_weights: list[float] = Field(
+        default_factory=list, title="Mixing weights",
+        description="interleave: each dataset's share of the rows, in the order they are listed, e.g. 0.7, 0.3; "
+                    "empty: equal shares.", json_schema_extra=_meta("advanced"))
+
+    @field_validator("mix_weights", mode="before")
+    @classmethod
+    def _split_weights(cls, v):
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return [] if v is None else v
+
+    @field_validator("mix_weights")
+    @classmethod
+    def _check_weights(cls, v):
+        if any(w < 0 for w in v) or (v and not sum(v) > 0):
+            raise ValueError("give non-negative shares with a positive sum, e.g. 0.7, 0.3")
+        return v
+
     @field_validator("columns", mode="before")
     @classmethod
     def _parse(cls, v):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
 from backend.data.formats import FormatInfo, validate_rows
+from backend.data.mix import mix, split_specs
 from backend.data.options import DataOptions, add_system, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
@@ -36,7 +37,10 @@ def prepare_dataset(spec: str, mode: str, workspace: Path | None = None,
     """Load, apply the run's data settings (`options`: a sample, column names, a system message), detect
     (converting a dataset in another known format, see adapters) and validate. SFT keeps only the format's
     columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns to reward
-    functions)."""
+    functions). Several datasets, comma-separated, are each prepared so and then mixed (data.mix)."""
+    if len(specs := split_specs(spec, workspace)) > 1:
+        parts = [prepare_dataset(s, mode, workspace, options) for s in specs]
+        return mix(parts, specs, options or DataOptions())
     ds, source = load(spec, workspace, mode)
     ds, info = _conform(ds, mode, source, options)
     validate_rows(ds, info, mode, source)
@@ -99,6 +103,12 @@ def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int 
     Never raises: the UI shows the message next to whatever rows could be read."""
     import pandas as pd
 
+    if len(split_specs(spec, workspace)) > 1:  # only the mixed result says something
+        try:
+            ds, info = prepare_dataset(spec, mode, workspace, options)
+        except DatasetError as e:
+            return pd.DataFrame(), None, str(e)
+        return _table(ds, n), info, None
     try:
         ds, source = load(spec, workspace, mode)
     except DatasetError as e:
