@@ -21,7 +21,7 @@ from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_cho
 from app.formatting import cli_command, error_markdown, example_html, progress_html
 from app.reward_editor import RewardSourcesEditor
 from backend.runs import jobs
-from backend.config import ConfigError, RunConfig, build_config, choices, load_config, to_yaml
+from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.modes import available_modes
 from backend.runs.store import RunStore, default_workspace
 
@@ -64,6 +64,21 @@ def save_preset(workspace: Path, name: str, config) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# saved from the workbench UI\n{to_yaml(config, only_changed=True)}")
     return path
+
+
+DATA_PATHS = [*forms.paths_under("data"), "seed"]  # what the preview reads besides the dataset and mode
+
+
+def data_options(values):
+    """The data settings the form holds (values in DATA_PATHS order; empty ones at their defaults), or
+    ConfigError naming a bad one."""
+    from backend.data import DataOptions
+
+    data = {}
+    for path, value in zip(DATA_PATHS, values):
+        if value is not None:
+            set_path(data, path, value)
+    return DataOptions.of(build_config(data))
 
 
 @functools.lru_cache(maxsize=4)
@@ -156,28 +171,26 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode, columns, system, max_samples, shuffle, seed):
+    def on_preview(dataset, mode, *data_values):
         try:
-            from backend.data import DataOptions, preview
+            from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
             return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
-        data = {"columns": columns, "system": system or "", "max_samples": max_samples or 0, "shuffle": shuffle}
         try:
-            options = DataOptions.of(build_config({"data": data, "seed": 42 if seed is None else seed}))
+            options = data_options(data_values)
         except ConfigError as e:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
         return {data_preview: df, data_format: format_text(info, error, mode)}
 
-    def on_example(model, dataset, mode, columns, system, max_samples, shuffle, seed):
+    def on_example(model, dataset, mode, *data_values):
         """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
-        from backend.data import DataOptions, DatasetError, prepare_dataset
+        from backend.data import DatasetError, prepare_dataset
         from backend.data.render import render_first
-        from backend.models import ModelError, load_tokenizer, resolve_model
+        from backend.models import ModelError, resolve_model
 
-        data = {"columns": columns, "system": system or "", "max_samples": max_samples or 0, "shuffle": shuffle}
         try:
-            options = DataOptions.of(build_config({"data": data, "seed": 42 if seed is None else seed}))
+            options = data_options(data_values)
             ds, info = prepare_dataset(dataset, mode, workspace, options)
             rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model)))
         except (ConfigError, DatasetError, ModelError) as e:
@@ -305,10 +318,12 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     # ---- wiring ----
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
-    data_inputs = [c[p] for p in ("data.columns", "data.system", "data.max_samples", "data.shuffle", "seed")]
+    data_inputs = [c[p] for p in DATA_PATHS]
     preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format])
-    typed = [event for box in data_inputs if not isinstance(box, gr.Checkbox) for event in (box.blur, box.submit)]
-    gr.on([c["dataset"].change, c["mode"].change, c["data.shuffle"].input, *typed], on_preview, **preview_io,
+    typed = [event for box in data_inputs if isinstance(box, (gr.Textbox, gr.Number))
+             for event in (box.blur, box.submit)]
+    picked = [box.input for box in data_inputs if isinstance(box, (gr.Checkbox, gr.Dropdown))]
+    gr.on([c["dataset"].change, c["mode"].change, *picked, *typed], on_preview, **preview_io,
           show_progress="minimal")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
