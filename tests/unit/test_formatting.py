@@ -127,3 +127,14 @@ def test_cli_command_gives_dataset_columns_as_name_column_pairs():
     sets = [a for a in shlex.split(line) if a.startswith("data.")]
     assert load_config(None, sets) == config
 
+
+
+def test_the_train_tabs_data_settings_become_data_options():
+    from app.train_tab import DATA_PATHS, data_options
+    from backend.data import DataOptions
+
+    values = {"data.columns": "prompt=question", "data.system": "", "data.max_samples": None, "seed": 7}
+    options = data_options([values.get(p) for p in DATA_PATHS])
+    assert options == DataOptions(columns={"prompt": "question"}, seed=7)
+    with pytest.raises(ConfigError, match="data.columns"):
+        data_options([{"data.columns": "oops"}.get(p) for p in DATA_PATHS])
