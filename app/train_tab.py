@@ -82,10 +82,11 @@ def data_options(values):
 
 
 @functools.lru_cache(maxsize=4)
-def _tokenizer(path: str):
+def _tokenizer(path: str, chat_template: str):
+    from backend.data.templates import template_text
     from backend.models import load_tokenizer
 
-    return load_tokenizer(path)
+    return load_tokenizer(path, chat_template=template_text(chat_template))
 
 
 @functools.cache
@@ -192,7 +193,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         try:
             options = data_options(data_values)
             ds, info = prepare_dataset(dataset, mode, workspace, options)
-            rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model)))
+            rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model), options.chat_template))
         except (ConfigError, DatasetError, ModelError) as e:
             return example_html([], error=str(e))
         except Exception as e:  # a template that fails on this data: say so rather than a traceback

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from backend.data.templates import TEMPLATE_NAMES  # plain data
 from backend.modes.registry import GROUP_MODES, mode_spec  # no torch
 
 if TYPE_CHECKING:
@@ -336,6 +337,12 @@ class DataSettings(_Section):
                                       "first ones. Training batches are shuffled either way.",
                           json_schema_extra=_meta("advanced"))
 
+    chat_template: Literal[TEMPLATE_NAMES] = Field(
+        "model", title="Chat template",
+        description="How conversations become text: model, the model's own; or chatml, qwen, llama-3, mistral, "
+                    "gemma (that family's special tokens, for its base models) or plain (role: text lines, any "
+                    "tokenizer) instead, e.g. for a base model without one. The trained adapter keeps it.",
+        json_schema_extra=_meta("advanced"))
     mix: Literal["concat", "interleave"] = Field(
         "concat", title="Mixing",
         description="With several datasets (comma-separated in the dataset field): concat trains on them one "

@@ -19,6 +19,7 @@ class DataOptions:
     system: str = ""
     max_samples: int = 0  # 0: every row
     shuffle: bool = False  # before taking max_samples
+    chat_template: str = "model"  # a name of backend/data/templates.py; model: the model's own
     mix: str = "concat"  # several datasets: concat | interleave
     mix_weights: tuple[float, ...] = ()  # interleave: the share of each dataset (empty: equal)
     seed: int = 42
@@ -28,7 +29,7 @@ class DataOptions:
         """A run config's `data` section and seed."""
         d = config.data
         return cls(columns=dict(d.columns), system=d.system, max_samples=d.max_samples, shuffle=d.shuffle,
-                   mix=d.mix, mix_weights=tuple(d.mix_weights), seed=config.seed)
+                   chat_template=d.chat_template, mix=d.mix, mix_weights=tuple(d.mix_weights), seed=config.seed)
 
 
 def sample(ds: datasets.Dataset, options: DataOptions) -> tuple[datasets.Dataset, str | None]:

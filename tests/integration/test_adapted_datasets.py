@@ -6,6 +6,7 @@ import pytest
 
 from backend.config import build_config
 from backend.data import DataOptions, prepare_dataset
+from backend.data.templates import template_text
 from backend.modes import mode_module
 from backend.modes.training import TrainContext
 from backend.runs.store import RunStore
@@ -14,6 +15,7 @@ from tests.dataset_shapes import ALPACA, GSM8K, HH, IDENTITY, LF_DPO, LF_KTO, SH
 EXACT = [{"type": "exact_match", "name": "exact", "params": {"column": "final_answer"}}]
 CASES = {  # name: (rows, mode, settings)
     "alpaca-sft": (ALPACA, "sft", {}),
+    "alpaca-sft-plain-template": (ALPACA, "sft", {"data": {"chat_template": "plain"}}),
     "identity-sft": (IDENTITY, "sft", {}),
     "sharegpt-tools-sft": (SHAREGPT, "sft", {}),
     "llamafactory-dpo": (LF_DPO, "dpo", {}),
@@ -43,5 +45,7 @@ def test_a_dataset_as_users_have_it_trains_two_steps(tiny_model, tmp_path, case)
     ctx = TrainContext(config=config, run_id=run.id, run_dir=store.run_dir(run.id), store=store,
                        model_path=str(tiny_model), dataset=dataset)
     trainer = mode_module(mode).build_trainer(ctx)
+    if (name := config.data.chat_template) != "model":
+        assert trainer.processing_class.chat_template == template_text(name)
     trainer.train()
     assert trainer.state.global_step == 2

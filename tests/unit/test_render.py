@@ -7,6 +7,7 @@ import pytest
 from app.formatting import example_html
 from backend.data import prepare_dataset
 from backend.data.render import Rendered, render_first
+from backend.data.templates import CHAT_TEMPLATES, template_text
 from tests.dataset_shapes import ALPACA, LF_DPO
 
 
@@ -62,3 +63,24 @@ def test_the_html_greys_what_is_not_learned_and_escapes_the_template():
     assert '<span class="wb-masked">&lt;|im_start|&gt;user\nHi</span><span class="wb-learned">Yo</span>' in html
     assert "9 tokens, 2 learned from · chosen" in html
     assert example_html([], error="no <model>") == "<p><b>Cannot show the first example:</b> no &lt;model&gt;</p>"
+
+
+@pytest.mark.parametrize("name", list(CHAT_TEMPLATES))
+def test_each_chat_template_renders_a_prompt_as_the_beginning_of_its_answered_form(tokenizer, name):
+    chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"},
+            {"role": "assistant", "content": "A"}]
+    template = template_text(name)
+    asked = tokenizer.apply_chat_template(chat[:2], tokenize=False, add_generation_prompt=True,
+                                          chat_template=template)
+    whole = tokenizer.apply_chat_template(chat, tokenize=False, chat_template=template)
+    assert whole.startswith(asked) and "Q" in asked and whole[len(asked):].startswith("A")
+
+
+def test_a_chosen_template_replaces_the_models_own(workspace, tiny_model):
+    from backend.models import load_tokenizer
+
+    plain = load_tokenizer(tiny_model, chat_template=template_text("plain"))
+    (r,) = first(workspace, ALPACA, "sft", plain)
+    assert r.segments == [("user: Describe a process of making crepes.\nassistant: ", False),
+                          ("Making crepes is easy." + plain.eos_token + "\n", True)]
+    assert template_text("model") is None
