@@ -24,6 +24,7 @@ CASES = {  # name: (rows, mode, settings)
     "hh-dpo": (HH * 2, "dpo", {}),
     "ultrafeedback-kto": (ULTRAFEEDBACK, "kto", {}),
     "gsm8k-grpo": (GSM8K * 2, "grpo", {"reward_sources": EXACT}),
+    "gsm8k-rloo": (GSM8K * 2, "rloo", {"reward_sources": EXACT}),
     "mapped-grpo": ([{"q": r["question"], "answer": r["answer"]} for r in GSM8K * 2], "grpo",
                     {"reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}],
                      "data": {"columns": {"prompt": "q"}}}),
