@@ -109,9 +109,9 @@ def _to_pairs(t: Table) -> dict[str, list]:
 
 def _describe_pairs(t: Table) -> str:
     if "prompt" not in t.columns:
-        kind = "conversations" if _is_list(t, "chosen") else "texts"
-        return f"implicit prompt → prompt + chosen + rejected; the {kind} `chosen` and `rejected` begin with " \
-               "taken as the prompt (TRL's extract_prompt)"
+        shared = "the turns `chosen` and `rejected` both begin with are" if _is_list(t, "chosen") else \
+            "the text `chosen` and `rejected` both begin with is"
+        return f"implicit prompt → prompt + chosen + rejected; {shared} the prompt (TRL's extract_prompt)"
     notes = normalise_kinds(t, ["prompt", "chosen", "rejected"])[1]
     return "; ".join(["preference pairs → prompt + chosen + rejected", *notes])
 
