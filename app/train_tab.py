@@ -182,7 +182,15 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         except ConfigError as e:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
-        return {data_preview: df, data_format: format_text(info, error, mode)}
+        return {data_preview: df, data_format: format_text(info, error, mode)} | folder_choices(dataset)
+
+    def folder_choices(dataset) -> dict:
+        """A LLaMA-Factory data folder's datasets offered in the dataset list once the folder is given."""
+        from backend.data.sources import data_folder_datasets
+
+        names = data_folder_datasets(dataset, workspace)
+        offered = [(f"{spec.rsplit('/', 1)[1]} (LLaMA-Factory)", spec) for spec in names]
+        return {c["dataset"]: gr.update(choices=offered + dataset_choices(store))} if names else {}
 
     def on_example(model, dataset, mode, *data_values):
         """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
@@ -320,7 +328,8 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
     data_inputs = [c[p] for p in DATA_PATHS]
-    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format])
+    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format,
+                                                                              c["dataset"]])
     typed = [event for box in data_inputs if isinstance(box, (gr.Textbox, gr.Number))
              for event in (box.blur, box.submit)]
     picked = [box.input for box in data_inputs if isinstance(box, (gr.Checkbox, gr.Dropdown))]

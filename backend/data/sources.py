@@ -238,6 +238,17 @@ def _find_path(spec: str, workspace: Path | None) -> Path | None:
     return next((c for c in [b / given for b in bases] + [given] if c.exists()), None)
 
 
+def data_folder_datasets(spec: str, workspace: Path | None) -> list[str]:
+    """When `spec` is a LLaMA-Factory data folder, its datasets as specs (`<spec>/<name>`); else []."""
+    path = _find_path((spec or "").strip(), workspace) if (spec or "").strip() else None
+    if path is None or not llamafactory.is_data_folder(path):
+        return []
+    try:
+        return llamafactory.dataset_names(path, spec.strip())
+    except DatasetError:
+        return []  # the preview names what is wrong with its dataset_info.json
+
+
 def _data_folder_entry(spec: str, workspace: Path | None) -> tuple[datasets.Dataset, str] | None:
     """`<folder>/<name>` for a dataset that the folder's dataset_info.json describes (LLaMA-Factory), read
     with its columns and tags applied; None when the spec is not one."""

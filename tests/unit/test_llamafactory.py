@@ -93,3 +93,10 @@ def test_the_workspaces_data_folders_are_offered_by_name(data_folder, workspace)
     assert choices["alpaca_en_demo (LLaMA-Factory, data/dataset_info.json)"] == f"{data_folder}/alpaca_en_demo"
     ds, info = prepare_dataset(f"{data_folder}/alpaca_en_demo", "sft")
     assert info.adapter.startswith("alpaca")
+
+
+def test_a_folder_given_as_the_dataset_offers_its_datasets(data_folder, workspace):
+    from backend.data.sources import data_folder_datasets
+
+    assert data_folder_datasets("data", workspace)[:2] == ["data/identity", "data/alpaca_en_demo"]
+    assert data_folder_datasets("data/identity", workspace) == data_folder_datasets("", workspace) == []
