@@ -28,9 +28,10 @@ def generation_model_choices(store: RunStore) -> list[tuple[str, str]]:
 
 
 def dataset_choices(store: RunStore, labels: bool = True) -> list[tuple[str, str]]:
-    """Built-in sets, the workspace's uploads, datasets earlier runs used, then (with `labels`) labeling
-    sessions as `labels:<session id>`."""
+    """Built-in sets, the workspace's uploads, the datasets of LLaMA-Factory data folders in the workspace,
+    datasets earlier runs used, then (with `labels`) labeling sessions as `labels:<session id>`."""
     from backend.data import BUILTIN_DATASETS
+    from backend.data.llamafactory import workspace_datasets
 
     out = {name: f"{name} (built-in)" for name in BUILTIN_DATASETS}
     uploads = store.workspace / "uploads"
@@ -38,6 +39,9 @@ def dataset_choices(store: RunStore, labels: bool = True) -> list[tuple[str, str
         for f in sorted(uploads.iterdir()):
             if f.suffix.lower() in UPLOAD_TYPES:
                 out.setdefault(str(f), f"{f.name} (uploaded)")
+    for spec in workspace_datasets(store.workspace):
+        folder, name = spec.rsplit("/", 1)
+        out.setdefault(spec, f"{name} (LLaMA-Factory, {Path(folder).name}/dataset_info.json)")
     for run in store.list_runs():
         out.setdefault(run.config.dataset, run.config.dataset)
     if labels:

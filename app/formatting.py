@@ -164,6 +164,8 @@ def _flag_value(value) -> str:
         return json.dumps(value, separators=(",", ":"))  # --set parses the value as YAML, which reads JSON
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # data.columns: name=column pairs, as the setting takes them
+        return ",".join(f"{k}={v}" for k, v in value.items())
     return str(value)
 
 
@@ -193,6 +195,25 @@ def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
             f"# or the same with --set flags\n"
             f"python launch.py train{ws} {flags}\n")
 
+
+
+# ---- the first example as the trainer sees it ----
+
+def example_html(rendered: list, error: str | None = None) -> str:
+    """backend.data.render's sequences: the text the loss is taken on in colour, the rest greyed, with the
+    token counts; or why there is none."""
+    if error:
+        return f"<p><b>Cannot show the first example:</b> {html.escape(error)}</p>"
+    blocks = []
+    for r in rendered:
+        head = f"{r.tokens} tokens, {r.learned_tokens} learned from"
+        head += f" · {html.escape(r.title)}" if r.title else ""
+        body = "".join(f'<span class="{"wb-learned" if learned else "wb-masked"}">{html.escape(text)}</span>'
+                       for text, learned in r.segments)
+        blocks.append(f'<div class="wb-example"><div class="wb-example-head">{head}</div>'
+                      f'<pre style="white-space: pre-wrap">{body}</pre></div>')
+    return ('<style>.wb-masked {color: #888} .wb-learned {background: rgba(80, 160, 255, .18)}</style>'
+            + "".join(blocks))
 
 
 # ---- live samples of RL runs ----

@@ -54,9 +54,9 @@ def bounds(path: str) -> tuple[float | None, float | None]:
 
 
 def _is_list(path: str) -> bool:
-    """A list of words (comma-separated in a textbox)."""
+    """A list of words or numbers (comma-separated in a textbox)."""
     ann = FIELDS[path].annotation
-    return get_origin(ann) is list and get_args(ann) == (str,)
+    return get_origin(ann) is list and get_args(ann) in ((str,), (float,))
 
 
 def is_source_list(path: str) -> bool:
@@ -65,12 +65,19 @@ def is_source_list(path: str) -> bool:
     return get_origin(ann) is list and get_args(ann) == (RewardSourceConfig,)
 
 
+def paths_under(section: str) -> list[str]:
+    return [p for p in PATHS if p.startswith(f"{section}.")]
+
+
 def elem_id(path: str) -> str:
     return path.replace(".", "-")
 
 
 def to_component_value(path: str, value):
-    return ", ".join(value) if _is_list(path) and isinstance(value, list) else value
+    if isinstance(value, dict):  # data.columns: name=column pairs, as its textbox takes them
+        return ", ".join(f"{name}={column}" for name, column in value.items())
+    return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
+        if _is_list(path) and isinstance(value, list) else value
 
 
 def _float_step(default: float) -> float:

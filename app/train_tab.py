@@ -18,10 +18,10 @@ import pandas as pd
 
 from app import forms
 from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
-from app.formatting import cli_command, error_markdown, progress_html
+from app.formatting import cli_command, error_markdown, example_html, progress_html
 from app.reward_editor import RewardSourcesEditor
 from backend.runs import jobs
-from backend.config import ConfigError, RunConfig, choices, load_config, to_yaml
+from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.modes import available_modes
 from backend.runs.store import RunStore, default_workspace
 
@@ -66,6 +66,29 @@ def save_preset(workspace: Path, name: str, config) -> Path:
     return path
 
 
+DATA_PATHS = [*forms.paths_under("data"), "seed"]  # what the preview reads besides the dataset and mode
+
+
+def data_options(values):
+    """The data settings the form holds (values in DATA_PATHS order; empty ones at their defaults), or
+    ConfigError naming a bad one."""
+    from backend.data import DataOptions
+
+    data = {}
+    for path, value in zip(DATA_PATHS, values):
+        if value is not None:
+            set_path(data, path, value)
+    return DataOptions.of(build_config(data))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str, chat_template: str):
+    from backend.data.templates import template_text
+    from backend.models import load_tokenizer
+
+    return load_tokenizer(path, chat_template=template_text(chat_template))
+
+
 @functools.cache
 def _builtin_trains(name: str, mode: str) -> bool:
     from backend.data import preview
@@ -87,12 +110,14 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
 
 
 def format_text(info, error: str | None, mode: str) -> str:
+    converted = f"\n\n**Data settings:** {'; '.join(info.applied)}" if info is not None and info.applied else ""
+    converted += f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
     if info is not None and error is None:
         kind = "conversational" if info.conversational else "plain text"
         return (f"**Ready:** {info.name} format ({', '.join(f'`{c}`' for c in info.columns)}, {kind}) · "
-                f"{info.num_rows} rows · ready for {mode.upper()}")
+                f"{info.num_rows} rows · ready for {mode.upper()}{converted}")
     if info is not None:
-        return f"**Cannot train this dataset:** {info.name} format detected, but {error}"
+        return f"**Cannot train this dataset:** {info.name} format detected, but {error}{converted}"
     return f"**Cannot train this dataset:** {error}" if error else ""
 
 
@@ -138,19 +163,51 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             data_format = gr.Markdown("", elem_id="dataset-format")
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
                                         elem_id="dataset-preview", show_label=False)
+            show_example = gr.Button("Show the first example as the trainer sees it", elem_id="show-example",
+                                     size="sm")
+            example = gr.HTML("", elem_id="dataset-example")
             show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
             cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
                           interactive=False, wrap_lines=True, show_line_numbers=False)
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode):
+    def on_preview(dataset, mode, *data_values):
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
             return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
-        df, info, error = preview(dataset, mode, workspace=workspace, n=5)
-        return {data_preview: df, data_format: format_text(info, error, mode)}
+        try:
+            options = data_options(data_values)
+        except ConfigError as e:
+            return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
+        df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
+        return {data_preview: df, data_format: format_text(info, error, mode)} | folder_choices(dataset)
+
+    def folder_choices(dataset) -> dict:
+        """A LLaMA-Factory data folder's datasets offered in the dataset list once the folder is given."""
+        from backend.data.sources import data_folder_datasets
+
+        names = data_folder_datasets(dataset, workspace)
+        offered = [(f"{spec.rsplit('/', 1)[1]} (LLaMA-Factory)", spec) for spec in names]
+        return {c["dataset"]: gr.update(choices=offered + dataset_choices(store))} if names else {}
+
+    def on_example(model, dataset, mode, *data_values):
+        """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
+        from backend.data import DatasetError, prepare_dataset
+        from backend.data.render import render_first
+        from backend.models import ModelError, resolve_model
+
+        try:
+            options = data_options(data_values)
+            ds, info = prepare_dataset(dataset, mode, workspace, options)
+            rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model), options.chat_template))
+        except (ConfigError, DatasetError, ModelError) as e:
+            return example_html([], error=str(e))
+        except Exception as e:  # a template that fails on this data: say so rather than a traceback
+            log.exception("rendering the first example failed")
+            return example_html([], error=f"the chat template failed on this example: {e}")
+        return example_html(rendered)
 
     def on_mode(mode, dataset):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
@@ -190,11 +247,12 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         problem (submit_run checks them only once the settings are valid)."""
         data, _ = forms.data_from_values(form.pack(values))
         sources = {k: data[k] for k in ("model", "dataset", "mode")}
-        if any(line.split(":", 1)[0] in sources for line in errors):
+        if any(line.split(":", 1)[0] in (*sources, *forms.paths_under("data"), "seed") for line in errors):
             return []
         try:
-            # only these three are read, and an RL mode alone would not validate (it needs reward sources)
-            jobs.preflight(RunConfig.model_construct(**sources), workspace)
+            # only these are read, and an RL mode alone would not validate (it needs reward sources)
+            settings = build_config({"data": data["data"], "seed": data["seed"]})
+            jobs.preflight(RunConfig.model_construct(**sources, data=settings.data, seed=settings.seed), workspace)
         except ConfigError as e:
             return e.errors
         except Exception:  # the real start reports these; this is only a courtesy
@@ -269,8 +327,14 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     # ---- wiring ----
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
-    preview_io = dict(inputs=[c["dataset"], c["mode"]], outputs=[data_preview, data_format])
-    gr.on([c["dataset"].change, c["mode"].change], on_preview, **preview_io, show_progress="minimal")
+    data_inputs = [c[p] for p in DATA_PATHS]
+    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format,
+                                                                              c["dataset"]])
+    typed = [event for box in data_inputs if isinstance(box, (gr.Textbox, gr.Number))
+             for event in (box.blur, box.submit)]
+    picked = [box.input for box in data_inputs if isinstance(box, (gr.Checkbox, gr.Dropdown))]
+    gr.on([c["dataset"].change, c["mode"].change, *picked, *typed], on_preview, **preview_io,
+          show_progress="minimal")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
@@ -278,6 +342,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     stop.click(on_stop, [session, runs_view], [status, session, message])
     timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
     show_cli.click(on_cli, form_values, [cli, message])
+    show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
     load_btn.click(on_load, preset, [*form.outputs, message])
     return TrainTab(form=form, session=session, started=started, start_event=start_event,

@@ -46,7 +46,7 @@ def settings_text(mode: str | None = None, width: int = 100) -> str:
 
 
 def _describe(row: dict, width: int) -> list[str]:
-    default = row["default"] if row["default"] not in ("", [], None) else "-"
+    default = row["default"] if row["default"] not in ("", [], {}, None) else "-"
     extras = [f"default {default}"]
     if row["modes"]:
         extras.append("modes " + ",".join(row["modes"]))

@@ -34,7 +34,7 @@ def add_parsers(sub, common) -> None:
 
 def cmd_train(args) -> int:
     from backend.config import ConfigError, load_config
-    from backend.runs.jobs import submit_run
+    from backend.runs.jobs import preflight, submit_run
 
     if args.resume:
         if args.config or args.set:
@@ -45,9 +45,11 @@ def cmd_train(args) -> int:
     try:
         config = load_config(args.config, args.set)
         store = open_store(args)
-        run = submit_run(store, config)
+        dataset = preflight(config, store.workspace)
+        run = submit_run(store, config, check=False)
     except ConfigError as e:
         return bad_input("Cannot start the run:", e.errors)
+    print(f"dataset: {dataset.summary()}", flush=True)  # what was read, and how a converted format was read
     print(f"run id: {run.id}", flush=True)
     if args.detach:
         return 0

@@ -58,7 +58,8 @@ def describe_settings(mode: str | None = None) -> list[dict]:
         if mode and not _applies(info, mode):
             continue
         ann = info.annotation
-        kind = getattr(ann, "__name__", None) if isinstance(ann, type) else None
+        kind = getattr(ann, "__name__", None) if isinstance(ann, type) else "mapping" if get_origin(ann) is dict \
+            else None
         default = info.get_default(call_default_factory=True)
         lo, hi = bounds(info)
         rows.append({"path": path, "section": path.split(".")[0] if "." in path else extra.get("group", "basic"),

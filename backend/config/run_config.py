@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from backend.config.sections import (ConstraintSettings, DistributedSettings, DPOSettings, EvalSettings, KTOSettings,
-                                     LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
+from backend.config.sections import (ConstraintSettings, DataSettings, DistributedSettings, DPOSettings, EvalSettings,
+                                     KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
 from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
@@ -26,8 +26,11 @@ class RunConfig(_Section):
                        description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
                                    "or a Hugging Face Hub id.", json_schema_extra=_meta())
     dataset: str = Field(DEFAULT_DATASET, min_length=1, title="Dataset",
-                         description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, or a "
-                                     "datasets.save_to_disk folder.", json_schema_extra=_meta())
+                         description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, a "
+                                     "datasets.save_to_disk folder, a dataset of a LLaMA-Factory data folder "
+                                     "(folder/name), or several of them, comma-separated (mixed as data.mix says).",
+                         json_schema_extra=_meta())
+    data: DataSettings = Field(default_factory=DataSettings, title="Data")
     finetuning: Literal["lora", "full"] = Field(
         "lora", title="Fine-tuning", description="lora: train a small adapter; full: update every weight.",
         json_schema_extra=_meta())

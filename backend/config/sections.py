@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from backend.data.templates import TEMPLATE_NAMES  # plain data
 from backend.modes.registry import GROUP_MODES, mode_spec  # no torch
 
 if TYPE_CHECKING:
@@ -358,6 +359,84 @@ class EvalSettings(_Section):
     @property
     def enabled(self) -> bool:
         return bool(self.dataset) or self.split > 0
+
+
+class DataSettings(_Section):
+    columns: dict[str, str] = Field(
+        default_factory=dict, title="Dataset columns",
+        description="Which dataset column is which, when its names are not TRL's: name=column pairs, e.g. "
+                    "prompt=question, completion=answer (YAML: {prompt: question, completion: answer}). Applied "
+                    "before the format is detected. Names are TRL's (prompt, completion, chosen, rejected, label, "
+                    "messages, text) or what a reward source reads (answer). Empty: the dataset's own names.",
+        json_schema_extra=_meta())
+    system: str = Field("", max_length=100_000, title="System message",
+                        description="Added as the system message of every conversation that has none of its own "
+                                    "(chat datasets only). Empty: none added.", json_schema_extra=_meta())
+    max_samples: int = Field(0, ge=0, le=1_000_000_000, title="Max samples",
+                             description="Train on at most this many rows of the dataset (and of an evaluation "
+                                         "dataset); 0: every row.", json_schema_extra=_meta("advanced"))
+    shuffle: bool = Field(False, title="Shuffle before sampling",
+                          description="Take the max-samples rows at random (with the run's seed) instead of the "
+                                      "first ones. Training batches are shuffled either way.",
+                          json_schema_extra=_meta("advanced"))
+
+    chat_template: Literal[TEMPLATE_NAMES] = Field(
+        "model", title="Chat template",
+        description="How conversations become text: model, the model's own; or chatml, qwen, llama-3, mistral, "
+                    "gemma (that family's special tokens, for its base models) or plain (role: text lines, any "
+                    "tokenizer) instead, e.g. for a base model without one. The trained adapter keeps it.",
+        json_schema_extra=_meta("advanced"))
+    mix: Literal["concat", "interleave"] = Field(
+        "concat", title="Mixing",
+        description="With several datasets (comma-separated in the dataset field): concat trains on them one "
+                    "after another (batches are shuffled anyway); interleave alternates their rows by the weights "
+                    "below until every one is used up.", json_schema_extra=_meta("advanced"))
+    mix_weights: list[float] = Field(
+        default_factory=list, title="Mixing weights",
+        description="interleave: each dataset's share of the rows, in the order they are listed, e.g. 0.7, 0.3; "
+                    "empty: equal shares.", json_schema_extra=_meta("advanced"))
+
+    @field_validator("mix_weights", mode="before")
+    @classmethod
+    def _split_weights(cls, v):
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return [] if v is None else v
+
+    @field_validator("mix_weights")
+    @classmethod
+    def _check_weights(cls, v):
+        if any(w < 0 for w in v) or (v and not sum(v) > 0):
+            raise ValueError("give non-negative shares with a positive sum, e.g. 0.7, 0.3")
+        return v
+
+    @field_validator("columns", mode="before")
+    @classmethod
+    def _parse(cls, v):
+        """`prompt=question, completion=answer` (the form's text, --set) or a mapping (YAML)."""
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return {}
+        if isinstance(v, str):
+            pairs = [p.strip() for p in v.split(",") if p.strip()]
+            if bad := [p for p in pairs if "=" not in p]:
+                raise ValueError(f"{bad[0]!r} is not a name=column pair; write e.g. prompt=question, "
+                                 "completion=answer")
+            v = dict(p.split("=", 1) for p in pairs)
+        if isinstance(v, dict):
+            return {str(name).strip(): str(column).strip() if column is not None else "" for name, column in v.items()}
+        return v
+
+    @field_validator("columns")
+    @classmethod
+    def _check(cls, v):
+        if empty := [f"{name}={column}" for name, column in v.items() if not name or not column]:
+            raise ValueError(f"{empty[0]!r}: give both the name and the dataset column")
+        seen: dict[str, str] = {}
+        for name, column in v.items():
+            if column in seen:
+                raise ValueError(f"column `{column}` is given as both {seen[column]} and {name}; give it once")
+            seen[column] = name
+        return {name: column for name, column in v.items() if name != column}  # prompt=prompt changes nothing
 
 
 def is_section(annotation) -> bool:

@@ -5,6 +5,7 @@ ROLES = ("system", "user", "assistant", "tool")
 MESSAGE_COLUMNS = ("messages",)  # always message lists
 TEXT_COLUMNS = ("text",)  # always plain strings
 FLAG_COLUMNS = ("label",)  # KTO: desirable or not
+PASSED_COLUMNS = ("tools",)  # read by TRL's SFTTrainer beside the format's (function schemas for the template)
 
 
 class DatasetError(ValueError):
@@ -23,6 +24,10 @@ def value_kind(value) -> str:
     if isinstance(value, list):
         return "a list"
     return "an object"
+
+
+def rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def short(err: BaseException, limit: int = 200) -> str:

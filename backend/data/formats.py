@@ -3,10 +3,11 @@ against it, naming the row, the column and what was expected."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, ROLES, TEXT_COLUMNS, DatasetError, value_kind
+from backend.data.common import rows as count_rows
 from backend.modes.registry import MODES
 
 if TYPE_CHECKING:
@@ -20,6 +21,20 @@ class FormatInfo:
     columns: list[str]
     conversational: bool
     num_rows: int
+    adapter: str | None = None  # what converting it into this format did, when it came in another one
+    passed: list[str] = field(default_factory=list)  # other columns the trainer reads (ShareGPT's `tools`)
+    mapped: dict[str, str] = field(default_factory=dict)  # data.columns applied first: {name: dataset column}
+    applied: list[str] = field(default_factory=list)  # what the run's data settings did, one phrase each
+
+    def summary(self, rows: int | None = None) -> str:
+        """One line for logs and the CLI: the rows (`rows` when fewer are trained on, after a hold-out), the
+        format and what converting it did."""
+        kind = "conversational" if self.conversational else "plain text"
+        rows = self.num_rows if rows is None else rows
+        line = f"{count_rows(rows)}, {self.name} format ({format_label(self.columns)}, {kind})"
+        if self.applied:
+            line += "; " + "; ".join(self.applied)
+        return f"{line}; converted: {self.adapter}" if self.adapter else line
 
 
 def format_label(columns: list[str]) -> str:
@@ -61,7 +76,7 @@ def _no_format_message(names: list[str], mode: str, source: str) -> str:
     return f"{message}. {M} needs one of: {' | '.join(format_label(c) for c in formats)}"
 
 
-def _check_messages(value, *, need_assistant: bool) -> str | None:
+def check_messages(value, *, need_assistant: bool) -> str | None:
     """None if `value` is a usable list of chat messages, else what is wrong with it."""
     if not isinstance(value, list):
         return f"is {value_kind(value)}, not a list of messages"
@@ -96,13 +111,13 @@ def _check_cell(column: str, value) -> str | None:
     if column in FLAG_COLUMNS:
         return None if isinstance(value, bool) or value in (0, 1) else f"is {value!r}"
     if column in MESSAGE_COLUMNS:
-        return _check_messages(value, need_assistant=True)  # a messages column is the whole example
+        return check_messages(value, need_assistant=True)  # a messages column is the whole example
     if isinstance(value, str):
         return None
     if column in TEXT_COLUMNS:
         return f"is {value_kind(value)}"
     if isinstance(value, list):
-        return _check_messages(value, need_assistant=False)
+        return check_messages(value, need_assistant=False)
     return f"is {value_kind(value)}"
 
 

@@ -3,11 +3,15 @@ and the preview the Train tab shows."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
-from backend.data.formats import FormatInfo, detect_format, validate_rows
+from backend.data.formats import FormatInfo, validate_rows
+from backend.data.mix import mix, split_specs
+from backend.data.options import DataOptions, add_system, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
 
@@ -16,14 +20,32 @@ if TYPE_CHECKING:
 
 
 
-def prepare_dataset(spec: str, mode: str, workspace: Path | None = None) -> tuple[datasets.Dataset, FormatInfo]:
-    """Load, detect and validate. SFT keeps only the format's columns (SFTTrainer trips over extras);
-    other modes keep every column (GRPO hands extra columns to reward functions)."""
+def _conform(ds: datasets.Dataset, mode: str, source: str, options: DataOptions | None):
+    """The run's data settings applied around the conversion: rows sampled and columns renamed before it (the
+    names it reads are the user's choice), the system message after it (into the chat it made)."""
+    options = options or DataOptions()
+    ds, sampled = sample(ds, options)
+    ds, mapped = map_columns(ds, options.columns, source)
+    ds, info = conform(ds, mode, source)
+    ds, system = add_system(ds, info, options.system, source)
+    applied = [note for note in (mapped, sampled, system) if note]
+    return ds, replace(info, num_rows=len(ds), mapped=dict(options.columns), applied=applied)
+
+
+def prepare_dataset(spec: str, mode: str, workspace: Path | None = None,
+                    options: DataOptions | None = None) -> tuple[datasets.Dataset, FormatInfo]:
+    """Load, apply the run's data settings (`options`: a sample, column names, a system message), detect
+    (converting a dataset in another known format, see adapters) and validate. SFT keeps only the format's
+    columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns to reward
+    functions). Several datasets, comma-separated, are each prepared so and then mixed (data.mix)."""
+    if len(specs := split_specs(spec, workspace)) > 1:
+        parts = [prepare_dataset(s, mode, workspace, options) for s in specs]
+        return mix(parts, specs, options or DataOptions())
     ds, source = load(spec, workspace, mode)
-    info = detect_format(ds, mode, source)
+    ds, info = _conform(ds, mode, source, options)
     validate_rows(ds, info, mode, source)
     if not MODES[mode].keeps_extra_columns:
-        ds = ds.select_columns(info.columns)
+        ds = ds.select_columns(info.columns + info.passed)
     return ds, info
 
 
@@ -40,12 +62,13 @@ def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets
 
 
 def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,
-                         workspace: Path | None = None) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
+                         workspace: Path | None = None, options: DataOptions | None = None
+                         ) -> tuple[datasets.Dataset | None, datasets.Dataset | None]:
     """(training set, evaluation set) for a run's `eval` settings: `spec` loaded and checked like a training
-    set (its file, row and column named on error), or `split` of `train` held out; (train, None) when both
-    are off. `train` may be None to check only an evaluation dataset."""
+    set (its file, row and column named on error; the same data `options` applied), or `split` of `train`
+    held out; (train, None) when both are off. `train` may be None to check only an evaluation dataset."""
     if spec:
-        return train, prepare_dataset(spec, mode, workspace)[0]
+        return train, prepare_dataset(spec, mode, workspace, options)[0]
     if split > 0 and train is not None:
         return hold_out(train, split, seed)
     return train, None
@@ -66,23 +89,37 @@ def _render(value) -> str:
     return _clip(value)
 
 
-def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5):
-    """(first n rows as display text, the detected format or None, an error message or None).
+def _table(ds: datasets.Dataset, n: int):
+    import pandas as pd
+
+    return pd.DataFrame({c: [_render(v) for v in values] for c, values in ds[:n].items()})
+
+
+def preview(spec: str, mode: str = "sft", workspace: Path | None = None, n: int = 5,
+            options: DataOptions | None = None):
+    """(first n rows as display text, the detected format or None, an error message or None). The rows are
+    shown as the trainer gets them (the data `options` applied; converted, when the dataset came in another
+    format).
     Never raises: the UI shows the message next to whatever rows could be read."""
     import pandas as pd
 
+    if len(split_specs(spec, workspace)) > 1:  # only the mixed result says something
+        try:
+            ds, info = prepare_dataset(spec, mode, workspace, options)
+        except DatasetError as e:
+            return pd.DataFrame(), None, str(e)
+        return _table(ds, n), info, None
     try:
         ds, source = load(spec, workspace, mode)
     except DatasetError as e:
         return pd.DataFrame(), None, str(e)
     except Exception as e:  # the UI must show something rather than a traceback
         return pd.DataFrame(), None, f"could not read dataset {spec}: {short(e)}"
-    head = ds[:n]
-    df = pd.DataFrame({c: [_render(v) for v in values] for c, values in head.items()})
     try:
-        info = detect_format(ds, mode, source)
+        ds, info = _conform(ds, mode, source, options)
     except DatasetError as e:
-        return df, None, str(e)
+        return _table(ds, n), None, str(e)
+    df = _table(ds, n)
     try:
         validate_rows(ds, info, mode, source)
     except DatasetError as e:

@@ -1,5 +1,6 @@
 """Where datasets come from: a built-in set, a JSONL / JSON / CSV / Parquet file, a save_to_disk folder, a Hub
-id, or a source another package registers under a prefix (`labels:<session>`), each read into a
+id, a dataset of a LLaMA-Factory data folder (`<folder>/<name>`, described by its dataset_info.json), or a source
+another package registers under a prefix (`labels:<session>`), each read into a
 datasets.Dataset with its problems named by file, line and column.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import backend.data.llamafactory as llamafactory
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, DatasetError, short, value_kind
 
 if TYPE_CHECKING:
@@ -239,6 +241,39 @@ def _find_path(spec: str, workspace: Path | None) -> Path | None:
     return next((c for c in [b / given for b in bases] + [given] if c.exists()), None)
 
 
+def data_folder_datasets(spec: str, workspace: Path | None) -> list[str]:
+    """When `spec` is a LLaMA-Factory data folder, its datasets as specs (`<spec>/<name>`); else []."""
+    path = _find_path((spec or "").strip(), workspace) if (spec or "").strip() else None
+    if path is None or not llamafactory.is_data_folder(path):
+        return []
+    try:
+        return llamafactory.dataset_names(path, spec.strip())
+    except DatasetError:
+        return []  # the preview names what is wrong with its dataset_info.json
+
+
+def _data_folder_entry(spec: str, workspace: Path | None) -> tuple[datasets.Dataset, str] | None:
+    """`<folder>/<name>` for a dataset that the folder's dataset_info.json describes (LLaMA-Factory), read
+    with its columns and tags applied; None when the spec is not one."""
+    folder_spec, _, name = spec.replace("\\", "/").rpartition("/")
+    folder = _find_path(folder_spec, workspace) if folder_spec else None
+    if folder is None or not llamafactory.is_data_folder(folder):
+        return None
+    entry = llamafactory.entry(folder, name)
+    if "file_name" in entry:
+        path = folder / str(entry["file_name"])
+        if not path.is_file():
+            raise DatasetError(f"{llamafactory.INFO_FILE}: dataset '{name}' reads {entry['file_name']}, which is not "
+                               f"a file in {folder}")
+        ds, source = _read_file(path, path.name), path.name
+    elif "hf_hub_url" in entry:
+        ds, source = _load_from_hub(str(entry["hf_hub_url"])), str(entry["hf_hub_url"])
+    else:
+        raise DatasetError(f"{llamafactory.INFO_FILE}: dataset '{name}' has neither a file_name nor an hf_hub_url, "
+                           "the two the workbench reads")
+    return llamafactory.apply_entry(ds, name, entry, source), source
+
+
 def load(spec: str, workspace: Path | None, mode: str | None = None) -> tuple[datasets.Dataset, str]:
     """The dataset and the name that messages call it by."""
     spec = (spec or "").strip()
@@ -250,7 +285,12 @@ def load(spec: str, workspace: Path | None, mode: str | None = None) -> tuple[da
         ds, source = _read_file(BUILTIN_DATASETS[spec], spec), spec
     elif (path := _find_path(spec, workspace)) is not None:
         source = path.name
+        if llamafactory.is_data_folder(path):
+            raise DatasetError(f"{spec} is a LLaMA-Factory data folder ({llamafactory.INFO_FILE}); name one of its "
+                               f"datasets: {', '.join(llamafactory.dataset_names(path, spec)) or 'none'}")
         ds = _read_saved(path, source) if path.is_dir() else _read_file(path, source)
+    elif (found := _data_folder_entry(spec, workspace)) is not None:
+        ds, source = found
     elif _looks_like_path(spec):
         where = f" (looked in {workspace} and {Path.cwd()})" if workspace else ""
         raise DatasetError(f"dataset file {spec} not found{where}; {builtins_hint()}")

@@ -20,8 +20,9 @@ def default_device():
     return torch.device("cpu")
 
 
-def load_tokenizer(path: str | Path):
-    """AutoTokenizer for a resolved model (the embedded name is resolved too); pad falls back to eos."""
+def load_tokenizer(path: str | Path, chat_template: str | None = None):
+    """AutoTokenizer for a resolved model (the embedded name is resolved too); pad falls back to eos;
+    `chat_template` (Jinja text) replaces the model's own."""
     from transformers import AutoTokenizer
 
     path = resolve_model(str(path)) if str(path).lower() == EMBEDDED_MODEL else str(path)
@@ -31,6 +32,8 @@ def load_tokenizer(path: str | Path):
         raise ModelError(f"could not load a tokenizer from {path}: {e}") from e
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if chat_template:
+        tokenizer.chat_template = chat_template
     return tokenizer
 
 

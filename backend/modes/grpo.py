@@ -5,7 +5,7 @@ Generation runs through transformers' generate, so it works on a CPU (slowly: it
 """
 from trl import GRPOConfig, GRPOTrainer
 
-from backend.models import load_causal_lm, load_tokenizer
+from backend.models import load_causal_lm
 from backend.modes.rl_common import reward_functions, rl_args
 from backend.modes.training import TrainContext, lora_config, model_dtype
 
@@ -14,7 +14,7 @@ def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     c = ctx.config
     reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, GRPOConfig, weights, loss_type=c.rl.loss_type)
-    tokenizer = load_tokenizer(ctx.model_path)
+    tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
                        processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

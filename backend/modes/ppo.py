@@ -4,7 +4,7 @@ policy and a value model with clipped PPO losses. Same reward sources and live s
 """
 from transformers import set_seed
 
-from backend.models import load_causal_lm, load_tokenizer
+from backend.models import load_causal_lm
 from backend.modes.rl_common import reward_functions
 from backend.ppo.trainer import PPOConfig, PPOTrainer
 from backend.ppo.value import build_value_model
@@ -28,7 +28,7 @@ def build_trainer(ctx: TrainContext) -> PPOTrainer:
                         max_completion_length=rl.max_completion_length, max_prompt_length=c.max_length,
                         temperature=rl.temperature, top_p=rl.top_p, reward_weights=weights,
                         **p.model_dump(exclude={"value_model", "value_init_run"}))
-    tokenizer = load_tokenizer(ctx.model_path)
+    tokenizer = ctx.tokenizer()
     dtype = model_dtype(c)
     set_seed(c.seed)  # the LoRA and value-head initialisations are random
     policy = load_causal_lm(ctx.model_path, dtype=dtype)

@@ -3,7 +3,7 @@ reward of the others as each one's baseline. Same reward sources and samples as 
 """
 from trl import RLOOConfig, RLOOTrainer
 
-from backend.models import load_causal_lm, load_tokenizer
+from backend.models import load_causal_lm
 from backend.modes.rl_common import reward_functions, rl_args
 from backend.modes.training import TrainContext, lora_config, model_dtype
 
@@ -12,7 +12,7 @@ def build_trainer(ctx: TrainContext) -> RLOOTrainer:
     c = ctx.config
     reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, RLOOConfig, weights)
-    tokenizer = load_tokenizer(ctx.model_path)
+    tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return RLOOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
                        processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

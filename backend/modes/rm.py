@@ -7,14 +7,14 @@ the saved adapter is a complete reward model: `backend.models.load_reward_model`
 from transformers import set_seed
 from trl import RewardConfig, RewardTrainer
 
-from backend.models import load_sequence_classifier, load_tokenizer
+from backend.models import load_sequence_classifier
 from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> RewardTrainer:
     c = ctx.config
     args = trainer_args(ctx, RewardConfig, max_length=c.max_length)
-    tokenizer = load_tokenizer(ctx.model_path)
+    tokenizer = ctx.tokenizer()
     set_seed(c.seed)  # the score head is initialised at random when the model loads
     model = load_sequence_classifier(ctx.model_path, tokenizer, dtype=model_dtype(c))
     # task_type SEQ_CLS makes PEFT train and save the score head in full (modules_to_save)

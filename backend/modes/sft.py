@@ -1,7 +1,7 @@
 """Supervised fine-tuning: TRL's SFTTrainer on messages, prompt+completion or text."""
 from trl import SFTConfig, SFTTrainer
 
-from backend.models import load_causal_lm, load_tokenizer
+from backend.models import load_causal_lm
 from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
 
@@ -9,7 +9,7 @@ def build_trainer(ctx: TrainContext) -> SFTTrainer:
     c = ctx.config
     args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free,
                         train_sampling_strategy="group_by_length" if c.group_by_length else "random")
-    tokenizer = load_tokenizer(ctx.model_path)
+    tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
     return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,
                       processing_class=tokenizer, peft_config=lora_config(c))

@@ -33,6 +33,13 @@ class TrainContext:
     def adapter_dir(self) -> Path:
         return self.run_dir / "adapter"
 
+    def tokenizer(self):
+        """The model's tokenizer, with the run's chat template when one is chosen (data.chat_template)."""
+        from backend.data.templates import template_text
+        from backend.models import load_tokenizer
+
+        return load_tokenizer(self.model_path, chat_template=template_text(self.config.data.chat_template))
+
     @property
     def is_main(self) -> bool:
         """Rank 0 (set by accelerate launch / torchrun): the only process that writes to the store."""

@@ -18,11 +18,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.config import ConfigError, RunConfig
 from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.modes.registry import mode_spec
 from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
+
+if TYPE_CHECKING:
+    from backend.data import FormatInfo
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
 log = logging.getLogger(__name__)
@@ -42,9 +46,10 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def preflight(config: RunConfig, workspace: Path) -> None:
-    """Refuse a run before any process starts: the model must be reachable and the dataset trainable."""
-    from backend.data import DatasetError, prepare_dataset, prepare_eval_dataset
+def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
+    """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
+    Returns the training dataset's format (what the CLI reports)."""
+    from backend.data import DataOptions, DatasetError, prepare_dataset, prepare_eval_dataset
     from backend.models import ModelError, check_model, unknown_modules
 
     errors = []
@@ -56,7 +61,8 @@ def preflight(config: RunConfig, workspace: Path) -> None:
         if config.finetuning == "lora" and (why := unknown_modules(config.model, config.lora.target_modules)):
             errors.append(f"lora.target_modules: {why}")
     try:
-        dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace)
+        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
+                                        options=DataOptions.of(config))
     except DatasetError as e:
         dataset = None
         errors.append(f"dataset: {e}")
@@ -67,7 +73,8 @@ def preflight(config: RunConfig, workspace: Path) -> None:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
-        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace)
+        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace,
+                             options=DataOptions.of(config))
     except DatasetError as err:
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
     if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
@@ -83,6 +90,7 @@ def preflight(config: RunConfig, workspace: Path) -> None:
     errors += check(config, workspace)
     if errors:
         raise ConfigError(errors)
+    return info
 
 
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:

@@ -39,7 +39,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
     record = store.get_run(run_id)
     config = record.config
     try:
-        from backend.data import prepare_dataset, prepare_eval_dataset
+        from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset
         from backend.models import resolve_model
         from backend.modes import mode_module
         from backend.modes.registry import mode_spec
@@ -49,11 +49,12 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
         model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
-        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace)
+        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace,
+                                        options=DataOptions.of(config))
         e = config.eval
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
-                                                     workspace=store.workspace)
-        print(f"dataset: {len(dataset)} rows, format {info.name}", flush=True)
+                                                     workspace=store.workspace, options=DataOptions.of(config))
+        print(f"dataset: {info.summary(rows=len(dataset))}", flush=True)
         if eval_dataset is not None:
             where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"
             print(f"evaluation: {len(eval_dataset)} rows ({where}), "

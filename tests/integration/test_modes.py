@@ -107,7 +107,7 @@ def test_a_finished_reward_model_run_loads_as_a_scorer(finished):
 @pytest.mark.parametrize("mode, dataset, missing", [
     ("rm", "demo-kto", "`chosen`, `rejected`"),
     ("dpo", "demo-math", "`chosen`, `rejected`"),
-    ("kto", "demo-preference", "`completion`, `label`"),
+    ("kto", "demo-math", "`completion`, `label`"),
     ("grpo", "demo-sft-instructions", "`prompt`"),
     ("rloo", "demo-sft-instructions", "`prompt`"),
     ("ppo", "demo-sft-instructions", "`prompt`"),

@@ -114,3 +114,19 @@ def test_bad_input_at_the_cli_is_one_clear_line_and_exit_2(tmp_path):
         out = _launch("ui", "--port", str(port), "--workspace", str(tmp_path))
     assert out.returncode == 2 and f"port {port} on 127.0.0.1 is taken" in out.stderr and "--port" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_train_says_how_the_dataset_was_read_before_the_run_starts(tmp_path, monkeypatch, capsys):
+    from backend.data import FormatInfo
+    from backend.runs import jobs
+
+    info = FormatInfo("prompt_completion", ["prompt", "completion"], True, 2, adapter="alpaca → prompt + completion")
+    submitted = []
+    monkeypatch.setattr(jobs, "preflight", lambda config, workspace: info)
+    monkeypatch.setattr(jobs, "submit_run", lambda store, config, check=True: submitted.append(check) or
+                        type("Run", (), {"id": "20260101-000000-abcd"})())
+    assert launch.main(["train", "--detach", "--workspace", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dataset: 2 rows, prompt_completion format (prompt + completion, conversational); "
+                          "converted: alpaca → prompt + completion\nrun id: 20260101-000000-abcd")
+    assert submitted == [False]  # checked once, not twice

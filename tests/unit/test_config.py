@@ -191,3 +191,24 @@ def test_conflicting_or_foreign_trl_names_are_refused_naming_both(data, error):
     with pytest.raises(ConfigError) as e:
         build_config(data)
     assert e.value.errors[0].startswith(error)
+
+
+def test_dataset_columns_are_name_column_pairs_from_yaml_set_and_the_form(tmp_path):
+    mapping = {"prompt": "question", "completion": "answer"}
+    assert load_config(None, ["data.columns=prompt=question, completion=answer"]).data.columns == mapping
+    assert load_config(None, ["data.columns={prompt: question, completion: answer}"]).data.columns == mapping
+    c = build_config({"data": {"columns": mapping}})
+    path = tmp_path / "run.yaml"
+    path.write_text(to_yaml(c, only_changed=True))
+    assert path.read_text() == "data:\n  columns:\n    prompt: question\n    completion: answer\n"
+    assert load_config(path) == c
+    assert build_config({"data": {"columns": "prompt=prompt"}}).data.columns == {}  # a column as its own name
+
+
+@pytest.mark.parametrize("given, error", [
+    ("prompt", "data.columns: 'prompt' is not a name=column pair; write e.g. prompt=question"),
+    ("prompt=q, completion=q", "data.columns: column `q` is given as both prompt and completion; give it once"),
+    ("prompt=", "data.columns: 'prompt=': give both the name and the dataset column"),
+])
+def test_bad_dataset_columns_are_explained(given, error):
+    assert errors_of({"data": {"columns": given}})[0].startswith(error)

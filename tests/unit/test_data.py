@@ -183,10 +183,18 @@ def test_bad_message_lists_are_explained(workspace, messages, problem):
     assert f"chat.jsonl row 2: column `messages` {problem}" in str(err.value)
 
 
-def test_mixed_string_and_message_columns_are_refused(workspace):
+def test_mixed_string_and_message_columns_are_made_conversational(workspace):
     rows = [{"prompt": [CHAT[0]], "completion": "Hello!"}]
+    ds, info = prepare_dataset(str(write_jsonl(workspace / "d.jsonl", rows)), "sft")
+    assert ds[0] == {"prompt": [CHAT[0]], "completion": [CHAT[1]]} and info.conversational
+    assert info.adapter == "mixed kinds → conversational; the string `completion` as an assistant message"
+
+
+def test_mixed_kinds_left_in_a_row_are_still_refused():
+    ds = datasets.Dataset.from_dict({"prompt": [[CHAT[0]]], "completion": ["Hello!"]})
+    info = FormatInfo("prompt_completion", ["prompt", "completion"], True, 1)
     with pytest.raises(DatasetError, match=r"row 1: column `prompt` is a list of messages but `completion` is a plain"):
-        prepare_dataset(str(write_jsonl(workspace / "d.jsonl", rows)), "sft")
+        validate_rows(ds, info, "sft")
 
 
 def test_a_column_that_changes_kind_is_refused_with_both_rows(workspace):
@@ -207,7 +215,8 @@ def test_a_wrong_mode_dataset_lists_columns_and_accepted_formats(workspace):
     with pytest.raises(DatasetError) as err:
         prepare_dataset(str(path), "sft")
     assert str(err.value) == ("dataset.csv: no SFT format found; columns are [question, answer]. "
-                              "SFT needs one of: messages | prompt + completion | text")
+                              "SFT needs one of: messages | prompt + completion | text; these columns are "
+                              "question / answer data (question), which is converted for PPO, GRPO, RLOO only")
     with pytest.raises(DatasetError, match=r"DPO needs prompt \+ chosen \+ rejected"):
         prepare_dataset("demo-sft-instructions", "dpo")
 

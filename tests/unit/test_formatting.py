@@ -9,6 +9,7 @@ from app.formatting import (changed_settings, cli_command, error_markdown, eta_s
 from app.choices import preset_choices
 from app.train_tab import format_text, save_preset
 from backend.config import ConfigError, RunConfig, apply_overrides, build_config, load_config
+from backend.data import FormatInfo
 from backend.runs.store import Run
 
 NOW = 1_000_000.0
@@ -82,12 +83,25 @@ def test_cli_command_for_all_defaults_is_the_bare_command():
 
 
 def test_dataset_format_text_says_ready_or_why_not():
-    class Info:
-        name, columns, conversational, num_rows = "messages", ["messages"], True, 201
-
-    assert format_text(Info, None, "sft").startswith("**Ready:** messages format")
-    assert "row 3" in format_text(Info, "x.jsonl row 3: column `messages` is empty", "sft")
+    info = FormatInfo("messages", ["messages"], conversational=True, num_rows=201)
+    assert format_text(info, None, "sft").startswith("**Ready:** messages format")
+    assert "Converted" not in format_text(info, None, "sft")
+    assert "row 3" in format_text(info, "x.jsonl row 3: column `messages` is empty", "sft")
     assert format_text(None, "file x not found", "sft") == "**Cannot train this dataset:** file x not found"
+
+
+def test_dataset_format_text_says_what_the_data_settings_did():
+    info = FormatInfo("prompt_only", ["prompt"], conversational=False, num_rows=2, mapped={"prompt": "question"},
+                      applied=["columns mapped: `question` as `prompt`", "100 of 7473 rows (the first ones)"])
+    assert format_text(info, None, "grpo").endswith("ready for GRPO\n\n**Data settings:** columns mapped: "
+                                                    "`question` as `prompt`; 100 of 7473 rows (the first ones)")
+
+
+def test_dataset_format_text_says_what_a_conversion_did():
+    info = FormatInfo("messages", ["messages"], conversational=True, num_rows=2,
+                      adapter="ShareGPT → messages; `from` human → user, gpt → assistant, system → system")
+    assert format_text(info, None, "sft").endswith("ready for SFT\n\n**Converted:** ShareGPT → messages; `from` "
+                                                   "human → user, gpt → assistant, system → system")
 
 
 def test_presets_saved_from_the_ui_load_back_and_are_listed(tmp_path):
@@ -104,3 +118,23 @@ def test_preset_names_cannot_escape_the_presets_folder(tmp_path):
     for bad in ("../evil", "a/b", "", " "):
         with pytest.raises(ConfigError):
             save_preset(tmp_path, bad, RunConfig())
+
+
+def test_cli_command_gives_dataset_columns_as_name_column_pairs():
+    config = build_config({"data": {"columns": {"prompt": "question", "completion": "answer"}}})
+    line = cli_command(config).splitlines()[-1]
+    assert line.endswith("--set data.columns=prompt=question,completion=answer")
+    sets = [a for a in shlex.split(line) if a.startswith("data.")]
+    assert load_config(None, sets) == config
+
+
+
+def test_the_train_tabs_data_settings_become_data_options():
+    from app.train_tab import DATA_PATHS, data_options
+    from backend.data import DataOptions
+
+    values = {"data.columns": "prompt=question", "data.system": "", "data.max_samples": None, "seed": 7}
+    options = data_options([values.get(p) for p in DATA_PATHS])
+    assert options == DataOptions(columns={"prompt": "question"}, seed=7)
+    with pytest.raises(ConfigError, match="data.columns"):
+        data_options([{"data.columns": "oops"}.get(p) for p in DATA_PATHS])

@@ -90,6 +90,10 @@ def test_values_round_trip_through_a_config():
     values = forms.values_from_config(config)
     assert values[forms.PATHS.index("lora.target_modules")] == "q_proj, k_proj, v_proj"
     assert forms.config_from_values(values) == config
+    config = build_config({"data": {"columns": {"prompt": "question", "completion": "answer"}}})
+    values = forms.values_from_config(config)
+    assert values[forms.PATHS.index("data.columns")] == "prompt=question, completion=answer"
+    assert forms.config_from_values(values) == config
 
 
 def test_numbers_from_the_browser_become_the_schema_types():

@@ -1,0 +1,66 @@
+"""Several datasets trained as one (`dataset: a.jsonl, data/identity`, as LlamaBoard and LLaMA-Factory list
+them): each is prepared on its own (converted, checked, its rows named by its own file), then they are put one
+after another or interleaved by weight with `datasets`' own mixers. They must end in the same format."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backend.data.common import DatasetError, rows, short
+
+if TYPE_CHECKING:
+    import datasets
+
+    from backend.data.formats import FormatInfo
+    from backend.data.options import DataOptions
+
+
+def split_specs(spec: str, workspace: Path | None) -> list[str]:
+    """The datasets a comma-separated spec names (a path that exists with a comma in its name is one)."""
+    spec = (spec or "").strip()
+    if "," not in spec or Path(spec).expanduser().exists() or (workspace and (Path(workspace) / spec).exists()):
+        return [spec]
+    return [part.strip() for part in spec.split(",") if part.strip()]
+
+
+def _kind(info: FormatInfo) -> str:
+    return f"{info.name} ({'conversational' if info.conversational else 'plain text'})"
+
+
+def mix(parts: list[tuple[datasets.Dataset, FormatInfo]], specs: list[str], options: DataOptions
+        ) -> tuple[datasets.Dataset, FormatInfo]:
+    """The prepared datasets as one, with a FormatInfo that says what each conversion and the mixing did."""
+    import datasets
+
+    first = parts[0][1]
+    for spec, (_, info) in zip(specs[1:], parts[1:]):
+        if _kind(info) != _kind(first):
+            raise DatasetError(f"datasets {specs[0]} and {spec} end in different formats, {_kind(first)} and "
+                               f"{_kind(info)}; mix datasets of one format")
+    weights = list(options.mix_weights)
+    if options.mix == "interleave" and weights and len(weights) != len(parts):
+        raise DatasetError(f"data.mix_weights: {len(weights)} weights for {len(parts)} datasets; give one per "
+                           "dataset, in the order they are listed")
+    shared = [c for c in parts[0][0].column_names if all(c in ds.column_names for ds, _ in parts)]
+    tables = [ds.select_columns(shared) for ds, _ in parts]
+    try:
+        tables = [tables[0]] + [t.cast(tables[0].features) for t in tables[1:]]
+        if options.mix == "interleave":
+            total = sum(weights) if weights else 0
+            mixed = datasets.interleave_datasets(tables, probabilities=[w / total for w in weights] if total else None,
+                                                 seed=options.seed, stopping_strategy="all_exhausted")
+        else:
+            mixed = datasets.concatenate_datasets(tables)
+    except (ValueError, TypeError) as e:  # nested columns whose types cannot be made one
+        raise DatasetError(f"datasets {', '.join(specs)} could not be mixed ({short(e)})") from None
+    sizes = " + ".join(str(len(ds)) for ds, _ in parts)
+    how = (f"interleaved{' with weights ' + ', '.join(f'{w:g}' for w in weights) if weights else ''} until each "
+           "is used up" if options.mix == "interleave" else "one after another")
+    notes = [f"{spec}: {'; '.join(info.applied)}" for spec, (_, info) in zip(specs, parts) if info.applied]
+    notes.append(f"{len(parts)} datasets mixed ({sizes} rows), {how}; {rows(len(mixed))}")
+    if left := sorted({c for ds, _ in parts for c in ds.column_names} - set(shared)):
+        notes.append(f"columns not in every dataset left out: {', '.join(left)}")
+    adapters = [f"{spec}: {info.adapter}" for spec, (_, info) in zip(specs, parts) if info.adapter]
+    return mixed, replace(first, num_rows=len(mixed), adapter=" | ".join(adapters) or None, applied=notes,
+                          passed=[c for c in first.passed if c in shared])

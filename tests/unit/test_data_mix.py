@@ -1,0 +1,64 @@
+"""Several datasets as one: each prepared (converted, checked) on its own, then concatenated or interleaved."""
+import json
+
+import pytest
+
+from backend.config import ConfigError, build_config
+from backend.data import DataOptions, DatasetError, prepare_dataset, preview
+from tests.dataset_shapes import ALPACA, SHAREGPT
+
+
+@pytest.fixture
+def files(workspace):
+    (workspace / "alpaca.json").write_text(json.dumps(ALPACA))
+    (workspace / "more.json").write_text(json.dumps([{"instruction": f"q{i}", "output": f"a{i}"} for i in range(6)]))
+    (workspace / "chat.json").write_text(json.dumps(SHAREGPT))
+    (workspace / "plain.jsonl").write_text(json.dumps({"prompt": "2+2=", "completion": " 4"}) + "\n")
+    return workspace
+
+
+def test_datasets_listed_with_commas_are_concatenated_each_converted(files):
+    ds, info = prepare_dataset("alpaca.json, more.json", "sft", files)
+    assert len(ds) == 8 and info.num_rows == 8 and ds[2]["prompt"] == [{"role": "user", "content": "q0"}]
+    assert info.adapter.startswith("alpaca.json: alpaca → prompt + completion")
+    assert " | more.json: alpaca" in info.adapter
+    assert info.applied == ["2 datasets mixed (2 + 6 rows), one after another; 8 rows"]
+
+
+def test_interleaving_draws_by_weight_until_each_is_used_up(files):
+    options = DataOptions(mix="interleave", mix_weights=(0.5, 0.5), seed=1)
+    ds, info = prepare_dataset("alpaca.json,more.json", "sft", files, options)
+    asked = {r[0]["content"] for r in ds["prompt"]}
+    assert len(ds) >= 8 and asked >= {"q0", "q5", "Translate to French:\nGood morning"}
+    assert "interleaved with weights 0.5, 0.5 until each is used up" in info.applied[-1]
+    with pytest.raises(DatasetError, match=r"data.mix_weights: 3 weights for 2 datasets"):
+        prepare_dataset("alpaca.json,more.json", "sft", files, DataOptions(mix="interleave", mix_weights=(1, 1, 1)))
+
+
+def test_datasets_of_different_formats_are_refused_naming_both(files):
+    with pytest.raises(DatasetError) as err:
+        prepare_dataset("alpaca.json, chat.json", "sft", files)
+    assert str(err.value) == ("datasets alpaca.json and chat.json end in different formats, prompt_completion "
+                              "(conversational) and messages (conversational); mix datasets of one format")
+    with pytest.raises(DatasetError, match="prompt_completion \\(conversational\\) and prompt_completion \\(plain"):
+        prepare_dataset("alpaca.json, plain.jsonl", "sft", files)
+
+
+def test_a_bad_row_is_named_by_its_own_file(files):
+    (files / "bad.json").write_text(json.dumps([{"instruction": "q", "output": ""}]))
+    with pytest.raises(DatasetError, match=r"^bad.json row 1: column `output` is empty"):
+        prepare_dataset("alpaca.json, bad.json", "sft", files)
+
+
+def test_the_preview_shows_the_mixed_rows(files):
+    df, info, error = preview("alpaca.json, more.json", "sft", files)
+    assert error is None and len(df) == 5 and info.num_rows == 8
+    df, info, error = preview("alpaca.json, missing.json", "sft", files)
+    assert info is None and "missing.json not found" in error
+
+
+def test_mixing_settings_come_from_the_schema():
+    config = build_config({"data": {"mix": "interleave", "mix_weights": "0.7, 0.3"}})
+    assert DataOptions.of(config).mix_weights == (0.7, 0.3)
+    with pytest.raises(ConfigError, match="data.mix_weights: give non-negative shares"):
+        build_config({"data": {"mix_weights": [-1, 2]}})
