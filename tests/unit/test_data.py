@@ -60,14 +60,15 @@ def test_conversational_prompt_completion_is_detected(workspace):
 
 
 BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"],
-                 "demo-prompts": ["grpo", "rloo"], "demo-safe-dialogue": ["grpo", "rloo", "ppo"]}
+                 "demo-prompts": ["grpo", "rloo"], "demo-safe-dialogue": ["grpo", "rloo", "ppo"],
+                 "demo-arithmetic": ["grpo", "rloo", "ppo"], "demo-arithmetic-eval": ["grpo", "rloo", "ppo"]}
 
 
 @pytest.mark.parametrize("name", list(BUILTIN_DATASETS))
 def test_builtin_sets_load_and_validate(name):
     for mode in BUILTIN_MODES.get(name, ["sft"]):
         ds, info = prepare_dataset(name, mode)
-        assert len(ds) >= 100 and info.num_rows == len(ds)
+        assert len(ds) >= (32 if name.endswith("-eval") else 100) and info.num_rows == len(ds)
     assert BUILTIN_DATASETS[name].stat().st_size < 100_000
 
 
