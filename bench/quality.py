@@ -72,22 +72,23 @@ def grpo(store) -> list[tuple]:
     base, tuned = summary.models
     right, strict = tuned.cells["right"].mean, tuned.cells["strict"].mean
     total = minutes + eval_minutes
-    ok = right >= 0.8 and strict >= 0.5 and total <= 15
-    return [("grpo arithmetic: right number", base.cells["right"].mean, right, total, ">= 0.80", ok),
-            ("grpo arithmetic: number only", base.cells["strict"].mean, strict, total, ">= 0.50", ok)]
+    return [("grpo arithmetic: right number", base.cells["right"].mean, right, total, ">= 0.80",
+             right >= 0.8 and total <= 15),
+            ("grpo arithmetic: number only", base.cells["strict"].mean, strict, total, ">= 0.50",
+             strict >= 0.5 and total <= 15)]
 
 
 def dpo(store) -> list[tuple]:
     from backend.data import BUILTIN_DATASETS
 
     rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
-    train_file, held_file = store.workspace / "pairs.jsonl", store.workspace / "held_out_prompts.jsonl"
+    train_file = store.workspace / "pairs.jsonl"
     train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
-    held_file.write_text("".join(json.dumps({"prompt": r["prompt"], "answer": r["chosen"]}) + "\n" for r in rows[100:]))
     rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
     policy, dpo_minutes = train(store, "dpo_demo.yaml", dataset=str(train_file), max_steps=60)
     scorers = [{"type": "reward_model", "name": "rm", "params": {"model": rm.id}}]
-    summary, eval_minutes = evaluate(store, ["base", f"run:{policy.id}"], "demo-preference", scorers, 48)
+    # held out: demo-prompts, everyday requests none of the pairs asks
+    summary, eval_minutes = evaluate(store, ["base", f"run:{policy.id}"], "demo-prompts", scorers, 48)
     base, tuned = summary.models
     rate = tuned.win_rate or 0.0
     return [("dpo on labels: win rate vs base (rm judge)", 0.5, rate, rm_minutes + dpo_minutes + eval_minutes,
