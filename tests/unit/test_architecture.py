@@ -75,3 +75,9 @@ def test_no_import_cycles():
         if m not in seen:
             visit(m)
     assert not cycles, "import cycles: " + "; ".join(cycles)
+
+
+def test_test_modules_have_names_of_their_own():
+    """pytest imports test modules by basename: two test_x.py in different folders break collection of both."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
