@@ -57,6 +57,7 @@ def check(config: RunConfig, workspace: Path) -> list[str]:
     d, errors = config.distributed, []
     if d.accelerate_config:
         errors += _check_accelerate_file(config, accelerate_config_path(config, workspace))
+    errors += _check_process_count(config)
     if d.strategy != "ddp" and not _has_gpu():
         errors.append(f"distributed.strategy: {d.strategy} shards the model across GPUs and this machine has none "
                       "(accelerate would quietly run plain ddp on the CPU); choose ddp here")
@@ -68,6 +69,28 @@ def check(config: RunConfig, workspace: Path) -> list[str]:
         errors.append(f"distributed.strategy: {config.mode} runs the workbench's own training loop, which shards "
                       f"with ddp only; choose ddp (or train with {others} under {d.strategy})")
     return errors
+
+
+def local_slots() -> tuple[int, str]:
+    """How many processes this machine can run one each of: its GPUs, else its CPU cores."""
+    import os
+
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.device_count(), "GPUs"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores, "CPU cores"
+
+
+def _check_process_count(config: RunConfig) -> list[str]:
+    """One process per GPU (per core on a CPU): more would share a device and fail or crawl. Each machine of a
+    multi-machine run is checked where it starts."""
+    slots, what = local_slots()
+    if config.num_processes > slots:
+        return [f"num_processes: {config.num_processes} processes per machine, and this machine has {slots} {what} "
+                f"(one process each); choose at most {slots}"]
+    return []
 
 
 def _has_gpu() -> bool:

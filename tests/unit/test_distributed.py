@@ -90,3 +90,16 @@ def test_grpo_groups_count_the_processes_of_every_machine():
     build_config({**base, "distributed": {"num_machines": 2, "main_process_ip": "h"}})  # 2 × 2 machines = 4
     with pytest.raises(ConfigError, match="2 × 1 × 1 = 2 completions"):
         build_config(base)
+
+
+def test_more_processes_than_the_machine_has_cores_or_gpus_are_refused(tmp_path, monkeypatch):
+    from backend.runs import distributed
+
+    monkeypatch.setattr(distributed, "local_slots", lambda: (2, "CPU cores"))
+    assert check(build_config({"num_processes": 2}), tmp_path) == []
+    assert check(build_config({"num_processes": 4}), tmp_path) == [
+        "num_processes: 4 processes per machine, and this machine has 2 CPU cores (one process each); "
+        "choose at most 2"]
+    monkeypatch.undo()
+    slots, what = distributed.local_slots()  # this machine as it is: its cores, or its GPUs
+    assert slots >= 1 and what in ("CPU cores", "GPUs")
