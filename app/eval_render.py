@@ -87,11 +87,10 @@ def results_widths(frame: pd.DataFrame) -> list[str]:
     return ["28%", "56px"] + [f"{(100 - 34) / rest:.0f}%"] * rest
 
 
-def examples_frame(store: RunStore, e: evals.Evaluation, category: str, other: int) -> pd.DataFrame:
-    summary = evals.summary_of(store, e)
-    labels = e.info.get("models") or e.spec.models
-    rows = evals.examples(evals.answers(store, e.id), labels, summary.judge, summary.judge in summary.binary,
-                          other=other, category=category)
+def examples_frame(answers: list, summary: evals.Summary, category: str, other: int) -> pd.DataFrame:
+    labels = [m.label for m in summary.models]
+    rows = evals.examples(answers, labels, summary.judge, summary.judge in summary.binary, other=other,
+                          category=category)
     return pd.DataFrame([[r[c] for c in EXAMPLE_COLUMNS] for r in rows], columns=EXAMPLE_COLUMNS)
 
 

@@ -20,6 +20,7 @@ from backend import evals
 from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
+GEN = evals.Generation()  # the form's defaults are the schema's
 INTRO = ("Generate with each model on an evaluation set and score the answers; the first model is the baseline "
          "the others are compared with (`base`: the base model of the others). It runs in the background and "
          "queues for the training slot; from a shell: `python launch.py eval --model run:ID --against base "
@@ -62,15 +63,16 @@ def build(store: RunStore, timer: gr.Timer) -> EvalTab:
             with gr.Accordion("Generation", open=False):
                 with gr.Row():
                     limit = gr.Number(label="Row limit (empty: all)", value=32, precision=0, elem_id="eval-limit")
-                    max_new_tokens = gr.Number(label="Max new tokens", value=64, precision=0,
+                    max_new_tokens = gr.Number(label="Max new tokens", value=GEN.max_new_tokens, precision=0,
                                                elem_id="eval-max-new-tokens")
-                    batch_size = gr.Number(label="Batch size", value=8, precision=0, elem_id="eval-batch-size")
+                    batch_size = gr.Number(label="Batch size", value=GEN.batch_size, precision=0,
+                                           elem_id="eval-batch-size")
                 with gr.Row():
-                    sample = gr.Checkbox(label="Sample (off: greedy, reproducible)", value=False)
-                    temperature = gr.Number(label="Temperature", value=0.7)
-                    top_p = gr.Number(label="Top-p", value=1.0)
-                    samples = gr.Number(label="Answers per prompt (pass@k)", value=1, precision=0)
-                    seed = gr.Number(label="Seed", value=0, precision=0)
+                    sample = gr.Checkbox(label="Sample (off: greedy, reproducible)", value=GEN.do_sample)
+                    temperature = gr.Number(label="Temperature", value=GEN.temperature)
+                    top_p = gr.Number(label="Top-p", value=GEN.top_p)
+                    samples = gr.Number(label="Answers per prompt (pass@k)", value=GEN.samples, precision=0)
+                    seed = gr.Number(label="Seed", value=GEN.seed, precision=0)
             name = gr.Textbox(label="Name (optional)", elem_id="eval-name")
             with gr.Row():
                 start = gr.Button("Start evaluation", variant="primary", elem_id="eval-start")
@@ -92,14 +94,16 @@ def build(store: RunStore, timer: gr.Timer) -> EvalTab:
             file = gr.File(label="Download", interactive=False, visible=False, elem_id="eval-file")
     shown = gr.State(None)  # (id, status, done) last rendered: the poll skips an unchanged evaluation
 
-    def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k, seed_v, name_v):
+    def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,
+                 name_v):
         try:
             data = {"name": name_v or "", "models": list(models_v or []), "dataset": dataset_v or "",
                     "prompt_column": prompt_v or "", "reference_column": ref_v or "",
                     "scorers": parse_scorer_lines(scorers_v), "limit": int(limit_v) if limit_v else None,
-                    "generation": {"max_new_tokens": int(mnt or 64), "batch_size": int(bs or 8),
-                                   "do_sample": bool(sample_v), "temperature": float(t or 0.7),
-                                   "top_p": float(p or 1.0), "samples": int(k or 1), "seed": int(seed_v or 0)}}
+                    # an emptied box falls back to the schema's default (backend/evals/spec.py)
+                    "generation": {k: v for k, v in {"max_new_tokens": mnt, "batch_size": bs, "do_sample": sample_v,
+                                                     "temperature": t, "top_p": p, "samples": k_v,
+                                                     "seed": seed_v}.items() if v is not None}}
             if not data["models"]:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
@@ -123,14 +127,15 @@ def build(store: RunStore, timer: gr.Timer) -> EvalTab:
         key = (e.id, e.status, e.done, category_v, other_v)
         if key == last:
             return {shown: last}
-        summary = evals.summary_of(store, e)
+        rows = evals.answers(store, e.id)
+        summary = evals.summary_of(store, e, rows)
         choices = model_b_choices(e)
         b = other_v if other_v in {v for _, v in choices} else (choices[0][1] if choices else 1)
         frame = results_frame(summary)
         return {progress: progress_html(e), results: gr.update(value=frame, column_widths=results_widths(frame)),
                 wins: win_figure(summary),
                 other: gr.update(choices=choices, value=b if choices else None),
-                table: examples_frame(store, e, category_v, b), shown: key}
+                table: examples_frame(rows, summary, category_v, b), shown: key}
 
     def on_stop(eval_id):
         if not eval_id:

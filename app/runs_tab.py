@@ -23,7 +23,7 @@ from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_htm
                             sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import Series, add_rows, figure_from_series
 from app.view_state import SentValues
-from backend import reporting
+from backend import evals, reporting
 from backend.runs import jobs
 from backend.config import to_yaml
 from backend.modes.registry import RL_MODES
@@ -58,14 +58,6 @@ class RunsTab:
     outputs: list
     render: Callable[[RunView], dict]  # view -> {component: update} for outputs, the unchanged left out
     evaluate: gr.Button  # main.py wires it to the Evaluate tab, so this tab never imports that one
-
-
-def store_evaluations_stamp(store: RunStore) -> tuple:
-    """Changes when an evaluation ends: the poll re-reads a run's evaluations only then."""
-    from backend import evals
-
-    ended = [(e.id, e.status) for e in evals.list_evals(store, evals.FINAL)]
-    return len(ended), ended[0] if ended else None
 
 
 def default_selection(runs: list[Run]) -> str | None:
@@ -223,7 +215,8 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         cfg = to_yaml(run.config)
         if v.changed("config", cfg):
             out[config] = cfg
-        if v.changed("evaluations_seen", (run.id, run.active, store_evaluations_stamp(store))):
+        # a run's evaluations are re-read only when one ends
+        if v.changed("evaluations_seen", (run.id, run.active, evals.ended_stamp(store))):
             text = "" if run.active else run_evaluations_markdown(store, run.id)
             if v.changed("evaluations", text):
                 out[evaluations] = gr.update(value=text, visible=bool(text))

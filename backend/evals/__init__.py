@@ -11,11 +11,12 @@ from backend.evals.results import (CATEGORIES, Summary, examples, format_table, 
                                    write_predictions)
 from backend.evals.spec import (METRICS, SCORER_KINDS, EvalError, EvalSpec, Generation, ScorerConfig, build_spec,
                                 parse_scorer)
-from backend.evals.store import (ACTIVE, FINAL, Answer, Evaluation, answers, delete_eval, get_eval, list_evals)
+from backend.evals.store import (ACTIVE, FINAL, Answer, Evaluation, answers, delete_eval, ended_stamp, get_eval,
+                                 list_evals)
 
 __all__ = ["ACTIVE", "BASE", "CATEGORIES", "FINAL", "METRICS", "SCORER_KINDS", "Answer", "EvalError", "EvalSpec",
            "Evaluation", "Generation", "Plan", "ScorerConfig", "Summary", "answers", "build_spec", "delete_eval",
-           "dispatch_evals", "evaluations_of", "examples", "format_table", "get_eval", "list_evals", "log_path", "plan",
+           "dispatch_evals", "ended_stamp", "evaluations_of", "examples", "format_table", "get_eval", "list_evals", "log_path", "plan",
            "restart_eval", "stop_eval", "submit_eval", "summarize", "summary_of", "table_rows",
            "write_predictions"]
 
@@ -33,9 +34,11 @@ def evaluations_of(store, run_id: str) -> list[tuple[Evaluation, Summary, int]]:
     return out
 
 
-def summary_of(store, evaluation: Evaluation) -> Summary:
+def summary_of(store, evaluation: Evaluation, rows: list[Answer] | None = None) -> Summary:
+    """The evaluation's summary, from `rows` when the caller has read its answers already."""
     from backend.evals.job import judge_info
 
     columns, judge, binary = judge_info(evaluation.spec)
-    return summarize(answers(store, evaluation.id), evaluation.info.get("models", evaluation.spec.models), columns,
+    rows = answers(store, evaluation.id) if rows is None else rows
+    return summarize(rows, evaluation.info.get("models", evaluation.spec.models), columns,
                      binary, judge, evaluation.spec.generation.samples)

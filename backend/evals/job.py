@@ -18,7 +18,7 @@ from backend.evals.results import JUDGE
 from backend.evals.scorers import build_scorers, check_scorers, fused
 from backend.evals.spec import PROMPT_COLUMNS, REFERENCE_COLUMNS, EvalError, EvalSpec, scorer_names
 from backend.evals.store import Answer, Evaluation
-from backend.runs.store import RunReferences, RunStore, register_references
+from backend.runs.store import RunReferences, RunStore, register_references, slot_holders
 
 BASE = "base"  # a model named `base`: the base model of the other models
 
@@ -67,12 +67,8 @@ def resolve_models(store: RunStore, names: list[str]) -> tuple[list, list[str]]:
     if errors:
         raise EvalError(errors)
     labels = [r.label or r.text for r in refs]
-    seen: dict[str, int] = {}
-    for i, label in enumerate(labels):  # two checkpoints of one run: tell them apart
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1 or labels.count(label) > 1:
-            labels[i] = f"{label} · {names[i]}"
-    return refs, labels
+    # two checkpoints of one run share a label: add what was typed
+    return refs, [f"{label} · {name}" if labels.count(label) > 1 else label for label, name in zip(labels, names)]
 
 
 def _short(text: str, n: int = 40) -> str:
@@ -195,8 +191,7 @@ def dispatch_evals(store: RunStore) -> list[str]:
     started = []
     while True:
         with store.transaction() as conn:
-            busy = conn.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + \
-                db.holding_slot(conn)
+            busy = conn.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + slot_holders(conn)
             row = conn.execute("SELECT id FROM evals WHERE status='queued' ORDER BY created_at LIMIT 1").fetchone()
             if busy >= MAX_CONCURRENT or row is None:
                 return started
@@ -286,8 +281,10 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
     started, done_before = time.time(), db.get_eval(store, e.id).done
     prompts = [r[p.prompt_column] for r in p.rows]
     extra = {c: [r.get(c) for r in p.rows] for c in p.columns if c != p.prompt_column}
+    references = extra.get(p.reference_column) if p.reference_column else None
     for m, (ref, label) in enumerate(zip(p.refs, p.labels)):
-        todo = [i for i in range(len(p.rows)) if i not in db.answered(store, e.id, m)]
+        done = db.answered(store, e.id, m)
+        todo = [i for i in range(len(p.rows)) if i not in done]
         if not todo:
             continue
         db.update_eval(store, e.id, message=f"Loading {label}")
@@ -311,7 +308,7 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
             answers = []
             for j, (r, text) in enumerate(zip(flat_rows, flat_answers)):
                 k = samples[r] = samples.get(r, -1) + 1
-                ref_value = extra.get(p.reference_column, [None] * len(p.rows))[r] if p.reference_column else None
+                ref_value = references[r] if references else None
                 answers.append(Answer(m, r, k, prompts[r], None if ref_value is None else _as_text(ref_value), text,
                                       {n: v[j] for n, v in scores.items()},
                                       {n: why[j] for n, why in errors.items() if j in why}))

@@ -99,11 +99,12 @@ def _math() -> Callable:
 
     def score(answer: str, reference: str) -> float:
         # math-verify's timeouts use signals, which only the main thread may set
-        timeout = {} if threading.current_thread() is threading.main_thread() else {"parsing_timeout": None}
-        gold = parse(reference if "$" in reference or "\\" in reference else f"${reference}$", **timeout)
+        main = threading.current_thread() is threading.main_thread()
+        parsing = {} if main else {"parsing_timeout": None}
+        gold = parse(reference if "$" in reference or "\\" in reference else f"${reference}$", **parsing)
         if not gold:
             raise ValueError(f"the reference {reference[:60]!r} is not a mathematical answer")
-        return float(verify(gold, parse(answer, **timeout), **({} if timeout else {})))
+        return float(verify(gold, parse(answer, **parsing), **({} if main else {"timeout_seconds": None})))
     return score
 
 

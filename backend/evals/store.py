@@ -174,5 +174,13 @@ def using_run(db, run_id: str) -> str | None:
     return None
 
 
+def ended_stamp(store: RunStore) -> tuple:
+    """Changes whenever an evaluation ends (one cheap query: a UI poll asks it)."""
+    marks = ",".join("?" * len(FINAL))
+    with store.connect() as db:
+        return tuple(db.execute(f"SELECT COUNT(*), MAX(finished_at) FROM evals WHERE status IN ({marks})",
+                                FINAL).fetchone())
+
+
 def holding_slot(db) -> int:
     return db.execute("SELECT COUNT(*) FROM evals WHERE status='running'").fetchone()[0]
