@@ -109,6 +109,17 @@ def exposition(reg: CollectorRegistry, accept: str | None = None) -> tuple[bytes
     return encoder(reg), content_type
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def open_warning(host: str, auth: tuple[str, str] | None) -> str | None:
+    """What to say loudly when a server listens beyond this machine with no password; None when it doesn't."""
+    if auth or host in LOOPBACK:
+        return None
+    return (f"serving on {host} without --auth: anyone who can reach this machine can start runs and read the "
+            "workspace; give --auth user:password (or WORKBENCH_AUTH)")
+
+
 def authorized(header: str | None, auth: tuple[str, str] | None) -> bool:
     """Whether an Authorization header carries the workbench's credentials (HTTP basic, what Prometheus sends)."""
     if auth is None:

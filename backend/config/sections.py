@@ -380,6 +380,19 @@ class DataSettings(_Section):
                                       "first ones. Training batches are shuffled either way.",
                           json_schema_extra=_meta("advanced"))
 
+    max_row_chars: int = Field(
+        1_000_000, ge=0, le=1_000_000_000, title="Max characters per row",
+        description="A row whose text (every column together) is longer than this is refused with its row number "
+                    "and size before anything loads, or cut down when long rows is truncate: tokenizing one "
+                    "50 MB row takes minutes and gigabytes, and the model sees at most max length tokens anyway. "
+                    "0: no limit.", json_schema_extra=_meta("advanced"))
+    long_rows: Literal["refuse", "truncate"] = Field(
+        "refuse", title="Long rows",
+        description="A row over max characters per row: refuse names it (and every other one) so the file can be "
+                    "fixed; truncate cuts the row to that many characters before tokenizing (the first texts, "
+                    "the prompt, kept whole; the last cut).",
+        json_schema_extra=_meta("advanced"))
+
     chat_template: Literal[TEMPLATE_NAMES] = Field(
         "model", title="Chat template",
         description="How conversations become text: model, the model's own; or chatml, qwen, llama-3, mistral, "

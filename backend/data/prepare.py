@@ -11,7 +11,7 @@ from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
 from backend.data.formats import FormatInfo, validate_rows
 from backend.data.mix import mix, split_specs
-from backend.data.options import DataOptions, add_system, map_columns, sample
+from backend.data.options import DataOptions, add_system, bound_rows, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
 
@@ -24,11 +24,12 @@ def _conform(ds: datasets.Dataset, mode: str, source: str, options: DataOptions 
     """The run's data settings applied around the conversion: rows sampled and columns renamed before it (the
     names it reads are the user's choice), the system message after it (into the chat it made)."""
     options = options or DataOptions()
+    ds, cut = bound_rows(ds, options, source)
     ds, sampled = sample(ds, options)
     ds, mapped = map_columns(ds, options.columns, source)
     ds, info = conform(ds, mode, source)
     ds, system = add_system(ds, info, options.system, source)
-    applied = [note for note in (mapped, sampled, system) if note]
+    applied = [note for note in (cut, mapped, sampled, system) if note]
     return ds, replace(info, num_rows=len(ds), mapped=dict(options.columns), applied=applied)
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.config import ConfigError, RunConfig
-from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, job_args, pid_alive, spawn_detached
+from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_groups, pid_alive, processes_of,
+                                spawn_detached)
 from backend.modes.registry import mode_spec
 from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
 
@@ -96,10 +97,22 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
     if check:
         preflight(config, store.workspace)
-    run = store.create_run(config)
-    (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(config))
+    run = store.create_run(pin_paths(config, store.workspace))
+    (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(run.config))
     dispatch(store)
     return store.get_run(run.id)
+
+
+def pin_paths(config: RunConfig, workspace: Path) -> RunConfig:
+    """The config with dataset files given relative to the current directory made absolute, as preflight found
+    them: the worker runs from the repository root."""
+    from backend.data import pinned_spec
+
+    dataset, eval_dataset = pinned_spec(config.dataset, workspace), pinned_spec(config.eval.dataset, workspace)
+    if (dataset, eval_dataset) == (config.dataset, config.eval.dataset):
+        return config
+    return config.model_copy(update={"dataset": dataset,
+                                     "eval": config.eval.model_copy(update={"dataset": eval_dataset})})
 
 
 def _config_yaml(config: RunConfig) -> str:
@@ -240,11 +253,21 @@ def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
     if run.status != "running":
         return run.status
     store.request_stop(run_id)
-    if force and run.pid and pid_alive(run.pid):
-        os.killpg(run.pid, signal.SIGKILL)
-        store.finish_run(run_id, "stopped", error="killed on request before it could save")
-        return "stopped"
-    return "stopping"
+    if not force:
+        return "stopping"
+    left = kill_groups(run_processes(store, run))
+    why = "killed on request before it could save"
+    if left:
+        why += f"; processes {', '.join(map(str, left))} did not end"
+    store.finish_run(run_id, "stopped", error=why)
+    return "stopped"
+
+
+def run_processes(store: RunStore, run: Run) -> list[int]:
+    """Every process of a run on this machine: the supervisor (its group holds accelerate's launcher) and each
+    rank of the worker, which torchrun starts in sessions of their own."""
+    ranks = processes_of("backend.runs.worker", run.id, str(store.workspace))
+    return [p for p in [run.pid, run.worker_pid, *ranks] if p and pid_alive(p)]
 
 
 def delete_runs(store: RunStore, run_ids: list[str]) -> list[str]:
