@@ -265,7 +265,7 @@ def vllm_trainer_args(config: RunConfig, env: Mapping[str, str] | None = None) -
             "vllm_server_timeout": VLLM_SERVER_TIMEOUT_S}
 
 
-_ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b.*")
+_ERROR_LINE = re.compile(r"[\w.]*(Error|Exception)\b.*")
 
 
 class ServerProcess:
