@@ -30,6 +30,7 @@ class ModeSpec:
     keeps_extra_columns: bool = True  # extra dataset columns reach the trainer (reward functions read them)
     label_format: Literal["sft", "dpo", "kto"] = "dpo"  # what it reads from a labeling session
     ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
+    vllm: bool = False  # its TRL trainer can generate with vLLM (use_vllm)
 
     @property
     def writes_answers(self) -> bool:
@@ -66,15 +67,18 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
                       "completions/mean_length"),
              sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
+             vllm=True),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
+             vllm=True),
 )}
 
 ALL_MODES = tuple(MODES)
 RL_MODES = tuple(m.name for m in MODES.values() if m.online_rl)
 EVAL_MODES = tuple(m.name for m in MODES.values() if m.evaluable)
 GROUP_MODES = tuple(m.name for m in MODES.values() if m.groups_completions)
+VLLM_MODES = tuple(m.name for m in MODES.values() if m.vllm)
 
 
 def mode_spec(name: str) -> ModeSpec:

@@ -24,12 +24,16 @@ from backend.config import ConfigError, RunConfig
 from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_groups, pid_alive, processes_of,
                                 spawn_detached)
 from backend.modes.registry import mode_spec
+from backend.runs import gpus
 from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
     from backend.data import FormatInfo
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
+# On a GPU machine the free GPUs bound the runs side by side; the count above binds them there only when it is
+# set, or while an evaluation holds the slot.
+_COUNT_SET = "WORKBENCH_MAX_CONCURRENT" in os.environ
 log = logging.getLogger(__name__)
 
 
@@ -199,17 +203,52 @@ def resume_checkpoint(store: RunStore, run: Run) -> str | None:
 
 
 def _claim_next(store: RunStore) -> str | None:
+    gpu_ids = gpus.machine().gpu_ids
     with store.transaction() as db:
-        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + slot_holders(db)
-        if running >= MAX_CONCURRENT:
+        others = slot_holders(db)
+        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + others
+        if running >= MAX_CONCURRENT and (not gpu_ids or others or _COUNT_SET):
             return None
+        if gpu_ids:
+            return _claim_gpus(store, db, gpu_ids)
         row = db.execute("SELECT id FROM runs WHERE status='queued' ORDER BY created_at LIMIT 1").fetchone()
         if row is None:
             return None
-        now = time.time()
-        db.execute("UPDATE runs SET status='running', started_at=?, heartbeat_at=? WHERE id=?",
-                   (now, now, row[0]))
+        _mark_started(db, row[0], ())
         return row[0]
+
+
+def _mark_started(db, run_id: str, held: tuple[str, ...]) -> None:
+    now = time.time()
+    db.execute("UPDATE runs SET status='running', started_at=?, heartbeat_at=?, gpus=?, waiting='' WHERE id=?",
+               (now, now, ",".join(held), run_id))
+
+
+def _claim_gpus(store: RunStore, db, gpu_ids: tuple[str, ...]) -> str | None:
+    """The oldest queued run that can start, with the lowest free GPUs it needs. Runs start in order: while the
+    oldest waits for GPUs the younger ones wait behind it (a stream of small runs cannot starve a large one),
+    each with why. A run that needs more GPUs than the machine has fails at once, so it holds up no queue."""
+    holders = {g: row["name"] for row in db.execute("SELECT name, gpus FROM runs WHERE status='running'")
+               for g in row["gpus"].split(",") if g}
+    queued = []
+    for row in db.execute("SELECT * FROM runs WHERE status='queued' ORDER BY created_at").fetchall():
+        run = RunStore._row_to_run(row)
+        if (need := gpus.gpus_needed(run.config)) > len(gpu_ids):
+            db.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE id=?",
+                       (time.time(), f"the run {gpus.waiting_reason(need, gpu_ids, holders)}", run.id))
+        else:
+            queued.append(run)
+    for i, run in enumerate(queued):
+        need = gpus.gpus_needed(run.config)
+        got = gpus.allocate(need, gpu_ids, set(holders))
+        if got is not None:
+            _mark_started(db, run.id, got)
+            return run.id
+        why = gpus.waiting_reason(need, gpu_ids, holders)
+        for waiting, text in [(run, why), *((r, f"queued behind {run.name}, which is {why}") for r in queued[i + 1:])]:
+            db.execute("UPDATE runs SET waiting=? WHERE id=? AND waiting<>?", (text, waiting.id, text))
+        return None
+    return None
 
 
 def dispatch(store: RunStore) -> list[str]:
@@ -294,14 +333,28 @@ def supervise(run_id: str, workspace: str) -> int:
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
     beat = Heartbeat(lambda: store.heartbeat(run_id)).start()
-    rc = 1
+    rc, server = 1, None
     try:
+        plan = gpus.plan_launch(run.config, run.gpu_ids)
         with open(log_path(store, run_id), "ab") as log:
+            if plan.server_gpus:
+                try:
+                    server = _start_server(store, run, plan)
+                except Exception as e:  # noqa: BLE001 - e.g. the model is gone: the run fails saying so
+                    store.finish_run(run_id, "failed", error=f"the vLLM server could not start: {e}")
+                    raise
+            if line := plan.describe():
+                log.write(f"{line}\n".encode())
+                log.flush()
             proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                    env=dict(os.environ, **plan.train_env()))
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
-            rc = proc.wait()
+            rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
+                run_id, "failed", error=server.death_message()))
     finally:
+        if server is not None:
+            server.stop()
         beat.stop()
         ended = store.get_run(run_id)
         if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
@@ -310,6 +363,14 @@ def supervise(run_id: str, workspace: str) -> int:
             store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
         dispatch(store)
     return rc
+
+
+def _start_server(store: RunStore, run: Run, plan: gpus.LaunchPlan) -> gpus.ServerProcess:
+    """The run's vLLM server (`trl vllm-serve`) on its own GPUs; the trainer waits for it to answer."""
+    from backend.models import resolve_model
+
+    command = plan.server_command(run.config, resolve_model(run.config.model))
+    return gpus.ServerProcess(command, plan.server_env(), store.run_dir(run.id) / "vllm.log").start()
 
 
 _SIGNAL_HINTS = {"SIGKILL": " (out of memory?)", "SIGSEGV": " (a crash in native code)"}
