@@ -27,6 +27,7 @@ def test_an_sft_run_generating_at_evaluation_logs_rouge_and_rewards_at_each_eval
     for step in (1, 2):
         assert 0.0 <= value[step, "eval_rouge_l"] <= 1.0
         assert 0 <= value[step, "eval_completions/mean_length"] <= 6  # the random tiny model may stop at once
-        assert value[step, "eval_reward"] == pytest.approx(value[step, "eval_rewards/length/mean"]) > 0
+        assert value[step, "eval_reward"] == pytest.approx(value[step, "eval_rewards/length/mean"])
+        assert value[step, "eval_reward"] > 0
     log = (store.run_dir(run.id) / "train.log").read_text()
     assert "eval_rouge_l" in log and "on 2 held-out prompts" in log
