@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from backend.config.sections import (ConstraintSettings, DataSettings, DistributedSettings, DPOSettings, EvalSettings,
                                      KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
-from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
+from backend.modes.registry import ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
@@ -131,8 +131,9 @@ class RunConfig(_Section):
                     "similarity, diversity, a Python function from the workspace), each with a weight; the reward is "
                     "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: "
                     "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
-                    "params: {pattern: '<answer>.*?</answer>'}}].",
-        json_schema_extra=_meta("basic", modes=list(RL_MODES)))
+                    "params: {pattern: '<answer>.*?</answer>'}}]. SFT, DPO, KTO learn nothing from them: they "
+                    "only score the answers generated at evaluation (eval.generate).",
+        json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES]))
 
     @field_validator("max_steps")
     @classmethod
@@ -191,6 +192,9 @@ class RunConfig(_Section):
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
                              f"(PPO, GRPO and RLOO do); use role: reward or another mode")
+        if self.reward_sources and self.mode in GENERATING_EVAL_MODES and not self.eval.generate:
+            raise ValueError(f"reward_sources: {self.mode.upper()} runs learn nothing from reward sources; they "
+                             "only score the answers generated at evaluation: turn on eval.generate, or remove them")
         return self
 
     def _check_quantization(self) -> None:
@@ -211,6 +215,13 @@ class RunConfig(_Section):
         if e.dataset and e.split > 0:
             raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
                              "set; set eval.split to 0 or clear eval.dataset")
+        if e.generate and mode_spec(self.mode).task == "seq_cls":
+            raise ValueError(f"eval.generate: a reward model writes no answers (it scores them); its evaluation "
+                             "already scores the held-out chosen above rejected (eval_accuracy, eval_margin); turn "
+                             "eval.generate off")
+        if e.generate and not e.enabled:
+            raise ValueError("eval.generate: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1) "
+                             "to generate on, or turn eval.generate off")
         if e.steps and not e.enabled:
             raise ValueError("eval.steps: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1), "
                              "or set eval.steps to 0")

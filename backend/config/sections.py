@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.data.templates import TEMPLATE_NAMES  # plain data
-from backend.modes.registry import GROUP_MODES, VLLM_MODES, mode_spec  # no torch
+from backend.modes.registry import (GENERATING_EVAL_MODES, GROUP_MODES, VLLM_MODES,  # no torch
+                                    mode_spec)
 
 if TYPE_CHECKING:
     from backend.config.run_config import RunConfig
@@ -417,10 +418,24 @@ class EvalSettings(_Section):
                             description="Examples per device per evaluation step; 0 uses the training batch size "
                                         "(RL modes: prompts answered together; 0: four times the training batch).",
                             json_schema_extra=_meta("advanced"))
-    limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (RL)",
-                       description="GRPO, RLOO, PPO: the first N held-out prompts answered at each evaluation; "
-                                   "0: all of them (each evaluation generates for every one).",
+    limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (generation)",
+                       description="GRPO, RLOO, PPO, and SFT, DPO, KTO generating at evaluation: the first N "
+                                   "held-out prompts answered at each evaluation; 0: all of them (each evaluation "
+                                   "generates for every one).",
                        json_schema_extra=_meta("advanced"))
+    generate: bool = Field(False, title="Generate at evaluation",
+                           description="SFT, DPO, KTO: at each evaluation also answer the held-out prompts greedily "
+                                       "(the first eval.limit) and score the answers: ROUGE-L against the answer the "
+                                       "set gives (SFT: the completion or last assistant turn; DPO: chosen; KTO: "
+                                       "completions labelled good), logged as eval_rouge_l, and by the reward "
+                                       "sources if any (eval_reward, eval_rewards/<source>/mean). GRPO, RLOO and PPO "
+                                       "always do; an RM writes no answers (its evaluation scores held-out chosen "
+                                       "above rejected: eval_accuracy).",
+                           json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
+    max_new_tokens: int = Field(64, ge=1, le=32768, title="Evaluation answer length",
+                                description="Generating at evaluation (SFT, DPO, KTO): the most tokens per answer. "
+                                            "RL modes answer as long as they train (rl.max_completion_length).",
+                                json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
 
     @field_validator("dataset", mode="before")
     @classmethod

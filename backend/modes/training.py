@@ -119,7 +119,7 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
 
 def eval_settings(ctx: TrainContext) -> dict:
     """Evaluation every `eval.steps` steps; 0 leaves it to `evaluate_at_end`."""
-    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: rl_eval.GenerationEval instead
+    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: generation_eval.GenerationEval instead
         return {}
     e = ctx.config.eval
     return {"eval_strategy": "steps" if e.steps else "no", "eval_steps": e.steps or None,

@@ -54,8 +54,9 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
-    from backend.data import DataOptions, DatasetError, prepare_dataset, prepare_eval_dataset
+    from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
     from backend.models import ModelError, check_model, unknown_modules
+    from backend.rewards import validate_sources
 
     errors = []
     try:
@@ -72,16 +73,22 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         dataset = None
         errors.append(f"dataset: {e}")
     else:
-        if config.reward_sources:
-            from backend.rewards import validate_sources
-
+        if config.reward_sources and mode_spec(config.mode).online_rl:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
-        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace,
-                             options=DataOptions.of(config))
+        eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
+                                            workspace=workspace, options=DataOptions.of(config))[1]
     except DatasetError as err:
+        eval_dataset = None
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
+    if e.generate and eval_dataset is not None and not mode_spec(config.mode).online_rl:
+        try:  # sft / dpo / kto score only what they generate at evaluation: the sources read those rows
+            rows = generation_rows(eval_dataset, config.mode)
+        except DatasetError as err:
+            errors.append(f"eval.generate: {err}")
+        else:
+            errors += validate_sources(config.reward_sources, ["prompt", *rows.columns], workspace)
     if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
