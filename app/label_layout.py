@@ -17,13 +17,13 @@ from backend.runs.store import RunStore
 DEFAULT_PROMPTS = "demo-prompts"
 STORAGE_KEY = "workbench-labeling"
 
-# Keys 1-4 / U click the labeling buttons, unless the user is typing (a textbox, the edit box, the note).
+# Keys 1-4 (single answers: 1-3) / U click the labeling buttons, unless the user is typing (a textbox, the edit box, the note).
 KEYBOARD_JS = """
 () => {
   if (window.__wbLabelKeys) return;
   window.__wbLabelKeys = true;
   const pair = {"1": "label-choice-a", "2": "label-choice-b", "3": "label-choice-tie", "4": "label-choice-both-bad"};
-  const single = {"1": "label-choice-up", "2": "label-choice-down"};
+  const single = {"1": "label-choice-up", "2": "label-choice-down", "3": "label-choice-unsafe"};
   const shown = (el) => el && el.offsetParent !== null && !el.disabled;
   document.addEventListener("keydown", (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
@@ -144,7 +144,7 @@ class LabelUI:
     column_b: gr.Column
     pair_buttons: gr.Row
     single_buttons: gr.Row
-    choice_buttons: dict[str, gr.Button]  # by choice: a, b, tie, both_bad, up, down
+    choice_buttons: dict[str, gr.Button]  # by choice: a, b, tie, both_bad, up, down, unsafe
     undo: gr.Button
     note: gr.Textbox
     edit: gr.Textbox
@@ -255,6 +255,8 @@ def layout(store: RunStore) -> LabelUI:
             with gr.Row(visible=False) as single_buttons:
                 choice_buttons["up"] = gr.Button("Good: thumbs up  [1]", variant="primary", elem_id="label-choice-up")
                 choice_buttons["down"] = gr.Button("Bad: thumbs down  [2]", variant="stop", elem_id="label-choice-down")
+                choice_buttons["unsafe"] = gr.Button("Unsafe: unwanted content  [3]", variant="stop",
+                                                     elem_id="label-choice-unsafe")
         undo = gr.Button("Undo last label  [U]", elem_id="label-undo", scale=1, min_width=160)
     note = gr.Textbox(label="Note (optional, saved with the label)", elem_id="label-note", max_lines=2)
     with gr.Accordion("Edit the better answer before saving (optional)", open=False, elem_id="label-edit-box"):
@@ -269,7 +271,9 @@ def layout(store: RunStore) -> LabelUI:
     with gr.Accordion("Export and train", open=False, elem_id="label-export-box"):
         with gr.Row(equal_height=True):
             fmt = gr.Radio([("DPO / reward model: prompt, chosen, rejected", "dpo"),
-                            ("KTO: prompt, completion, label", "kto")], value="dpo", label="Format",
+                            ("KTO: prompt, completion, label", "kto"),
+                            ("Cost classifier: pairs, the answer tagged unsafe above the others (single answers; "
+                             "train a reward model on it, use it as a cost)", "cost")], value="dpo", label="Format",
                            elem_id="label-export-format", scale=3)
             file_type = gr.Radio([("JSONL", ".jsonl"), ("Parquet", ".parquet")], value=".jsonl", label="File",
                                  elem_id="label-export-type", scale=1)

@@ -117,9 +117,10 @@ def summary_html(store: RunStore, session_id: str | None) -> str:
                             [[m["model"], m["wins"], m["losses"], m["ties"], m["both_bad"],
                               labeling.rate(m["wins"], m["wins"] + m["losses"])] for m in s.models], 5))
     else:
-        tables.append(table(["model", "thumbs up", "thumbs down", "up rate"],
-                            [[m["model"], m["up"], m["down"], labeling.rate(m["up"], m["up"] + m["down"])]
-                             for m in s.models], 3))
+        tables.append(table(["model", "thumbs up", "thumbs down", "unsafe", "up rate", "unsafe rate"],
+                            [[m["model"], m["up"], m["down"], m["unsafe"],
+                              labeling.rate(m["up"], m["up"] + m["down"] + m["unsafe"]),
+                              labeling.rate(m["unsafe"], m["up"] + m["down"] + m["unsafe"])] for m in s.models], 5))
     if s.multi_annotated:
         agreement = (f"<p>Agreement: <b>{labeling.rate(round(s.agreement * s.annotator_pairs), s.annotator_pairs)}"
                      f"</b> of {s.annotator_pairs} annotator pairs chose the same, on {s.multi_annotated} items "

@@ -3,7 +3,7 @@
 Start a session (a model, or base + a run's adapter, or two of them side by side; prompts from a dataset
 column, an uploaded file or typed text); a background generator (backend/labeling/generator.py) writes the
 answers ahead of the labelers while this tab shows its progress. Keys 1-4 label (A better, B better, tie,
-both bad; 1 / 2 are thumbs up / down for single answers) and U undoes the last label.
+both bad; 1 / 2 / 3 are thumbs up / down / unsafe for single answers) and U undoes the last label.
 
 Each browser is one labeling *client*: its id, annotator name and session live in the browser's local
 storage (gr.BrowserState with a key and secret fixed per workspace), so a reload, or a restart of the UI,
@@ -324,9 +324,10 @@ def on_train(ui: LabelUI, store: RunStore, train_fields: dict, tabs: gr.Tabs, tr
     if not v.session_id:
         return {say: NO_SESSION}
     s = labeling.get_session(store, v.session_id)
-    if s.mode == "single" and mode_spec(train_mode).pairwise:
+    if s.mode == "single" and mode_spec(train_mode).pairwise and train_mode != "rm":
         return {say: f"**{s.name}** rates single answers (thumbs up / down): it gives no pairs for "
-                     f"{train_mode.upper()}. Train KTO on it."}
+                     f"{train_mode.upper()}. Train KTO on it, or a reward model on its unsafe tags (a cost "
+                     "classifier)."}
     spec = labeling.LABELS_PREFIX + s.id
     try:
         labeling.labels_dataset(spec, store.workspace, train_mode)

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
 BUDGET_COLOR = "rgb(220, 38, 38)"
+COST_COLOR = "rgb(234, 88, 12)"
 # Shown first when present (what held-out answers scored next to eval_loss); the rest keep the order logged.
 FIRST = ("loss", "eval_loss", "reward", "eval_reward", "eval_rouge_l")
 # Bookkeeping of each evaluation (transformers' Trainer): shown after the metrics that say how the model does.
@@ -71,7 +72,10 @@ def metric_order(names: Iterable[str]) -> list[str]:
     first = [n for n in FIRST if n in names]
     for prefix in ("rewards/", "eval_rewards/"):
         first += [n for n in names if n.startswith(prefix) and n.endswith("/mean") and n not in first]
-    first += [n for n in names if _is_constraint(n)]
+    costs = [n for n in names if _is_constraint(n)]
+    for cost in [n for n in costs if n.startswith("cost/")]:  # each cost with its λ, then the violation rate
+        first += [cost] + [n for n in costs if n == "lambda/" + cost.removeprefix("cost/").removesuffix("/mean")]
+    first += [n for n in costs if n not in first]
     last = [n for n in names if n in LAST]
     return first + [n for n in names if n not in first and n not in last] + last
 
@@ -101,12 +105,14 @@ def summary_text(series: Series) -> str:
     return " · ".join(parts)
 
 
-def _grid(titles: list[str], extra_height: int) -> tuple[go.Figure, int]:
-    """An empty grid of one subplot per title (1, 2 or 3 columns), tall enough for its rows."""
+def _grid(titles: list[str], extra_height: int, secondary: bool = False) -> tuple[go.Figure, int]:
+    """An empty grid of one subplot per title (1, 2 or 3 columns), tall enough for its rows; `secondary`: each
+    subplot has a right-hand y axis too."""
     cols = 1 if len(titles) == 1 else 2 if len(titles) <= 4 else 3
     rows = math.ceil(len(titles) / cols)
     height = ROW_HEIGHT * rows + extra_height
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
+    specs = [[{"secondary_y": True}] * cols for _ in range(rows)] if secondary else None
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, specs=specs,
                         vertical_spacing=min(0.3, 70 / height) if rows > 1 else 0.0,
                         horizontal_spacing=0.06 if cols == 3 else 0.08)
     fig.update_layout(height=height)
@@ -125,13 +131,16 @@ def _style(fig: go.Figure, top: int, legend_x: str) -> None:
 def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS,
                        budgets: dict[str, float] | None = None) -> go.Figure:
     """One subplot per metric; `budgets` ({cost source name: budget}) draws each budget as a dashed line on its
-    cost's chart (cost/<name>/mean)."""
+    cost's chart (cost/<name>/mean), where the reward is drawn too, on the right-hand axis, so a user sees what
+    keeping the cost down did to the reward."""
     names = metric_order(n for n in series if n not in SUMMARY)
     summary = summary_text(series)
     if not names:
         return empty_figure(summary or "No metrics yet")
-    titles = [n if series[n][1] else f"{n} (no finite values)" for n in names]
-    fig, cols = _grid(titles, extra_height=40)
+    with_reward = {n for n in names if n.startswith("cost/") and series.get("reward", ([], []))[1]}
+    titles = [f"{n} (no finite values)" if not series[n][1] else f"{n} and reward (right axis)" if n in with_reward
+              else n for n in names]
+    fig, cols = _grid(titles, extra_height=40, secondary=bool(with_reward))
     for i, name in enumerate(names):
         steps, values = series[name]
         smooth = ema(values, alpha)
@@ -153,6 +162,15 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
                                      legendgroup="budget", showlegend=not any(t.name == "budget" for t in fig.data),
                                      line=dict(color=BUDGET_COLOR, width=1.5, dash="dash"),
                                      hovertemplate=f"budget {budget:g}<extra></extra>"), **where)
+        if name in with_reward:
+            steps, values = series["reward"]
+            rx, ry = _thin(steps, ema(values, alpha), max_points)
+            fig.add_trace(go.Scatter(x=rx, y=ry, name="reward (EMA, right axis)", mode="lines",
+                                     legendgroup="reward", showlegend=not any(t.legendgroup == "reward"
+                                                                              for t in fig.data),
+                                     line=dict(color=COST_COLOR, width=2),
+                                     hovertemplate="reward<br>step %{x}: %{y:.4g}<extra>EMA</extra>"),
+                          secondary_y=True, **where)
     _style(fig, top=50, legend_x="right")
     if summary:
         fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",

@@ -1,6 +1,7 @@
 """labels list, labels export: preference labeling sessions and the datasets made from them."""
 from __future__ import annotations
 
+from backend.labeling.records import EXPORT_FORMATS
 from cli.common import bad_input, open_store, print_json, print_table
 
 
@@ -12,8 +13,10 @@ def add_parsers(sub, common) -> None:
     ll.set_defaults(func=cmd_labels)
     le = lsub.add_parser("export", parents=[common], help="export a session's labels as a training dataset")
     le.add_argument("session_id")
-    le.add_argument("--format", choices=["dpo", "kto", "sft"], default="dpo",
-                    help="dpo: prompt/chosen/rejected (DPO and reward models); kto: prompt/completion/label")
+    le.add_argument("--format", choices=list(EXPORT_FORMATS), default="dpo",
+                    help="dpo: prompt/chosen/rejected (DPO and reward models); kto: prompt/completion/label; sft: "
+                         "prompt/completion of the preferred answers; cost: chosen/rejected pairs with the answer "
+                         "tagged unsafe chosen (train mode rm on it for a cost classifier)")
     le.add_argument("--out", required=True, help="output file, .jsonl or .parquet")
     le.add_argument("--plain", action="store_true", help="plain strings instead of chat messages")
     le.add_argument("--ties", choices=["drop", "keep"], default="drop", help="kto: keep ties as two good answers")

@@ -59,10 +59,13 @@ def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversation
     kto: prompt, completion, label; a pair gives the better answer true and the other false; kept ties give
         both true, kept both-bad both false (and an edit true). Single answers: up true, down false (+ edit).
     sft: prompt, completion of the answers people preferred (A/B winners, thumbs up, edits).
+    cost: a cost classifier's pairs from a single-answer session (see `_cost_rows`).
+    An answer tagged unsafe counts as a thumbs down everywhere else.
     Rows with an empty answer are left out and counted.
     """
     if fmt not in EXPORT_FORMATS:
-        raise LabelError(f"format {fmt!r}: use dpo (also for reward models), kto or sft")
+        raise LabelError(f"format {fmt!r}: use dpo (also for reward models), kto, sft or cost (pairs for a cost "
+                         "classifier)")
     for name, value in (("ties", ties), ("both_bad", both_bad)):
         if value not in ("drop", "keep"):
             raise LabelError(f"{name} {value!r}: use drop or keep")
@@ -70,7 +73,12 @@ def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversation
     if fmt == "dpo" and session.mode == "single":
         raise LabelError(f"session {session.name} rates single answers (thumbs up / down), which give no pairs; "
                          "export it as kto")
+    if fmt == "cost" and session.mode != "single":
+        raise LabelError(f"session {session.name} compares pairs; cost-classifier pairs come from a single-answer "
+                         "session whose answers are tagged unsafe")
     summary = ExportSummary(fmt=fmt, conversational=conversational)
+    if fmt == "cost":
+        return _cost_rows(_decisions(store, session_id), conversational, summary)
     rows: list[dict] = []
     dropped: Counter = Counter()
 
@@ -128,7 +136,7 @@ def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversation
                 add(p, completion=edit or a, label=True)
             else:
                 add(p, completion=edit or a)
-        elif d.choice == "down":
+        elif d.choice in ("down", "unsafe"):
             if fmt == "kto":
                 add(p, completion=a, label=False)
                 if edit:
@@ -136,12 +144,54 @@ def export_rows(store: RunStore, session_id: str, fmt: str = "dpo", conversation
             elif edit:
                 add(p, completion=edit)
             else:
-                dropped["thumbs down"] += 1
+                dropped["thumbs down" if d.choice == "down" else "unsafe"] += 1
         if edit and len(rows) > before:
             summary.edited += 1
     summary.rows = len(rows)
     summary.dropped = dict(dropped)
     return rows, summary
+
+
+def _cost_rows(decisions: list[_Decision], conversational: bool, summary: ExportSummary):
+    """Pairs a reward-model (rm) run learns to score unwanted content high from: chosen is prompt + an answer
+    tagged unsafe, rejected prompt + an answer that was not (up or down), whole texts with their own prompts
+    (TRL's implicit-prompt form: the two may answer different prompts). An answer of the same prompt is taken
+    first; the shorter side is cycled so every labeled answer is in at least one pair. Such a run, used as a
+    `reward_model` source with `role: cost` and a `threshold`, is a cost classifier."""
+    unsafe, safe, dropped = [], [], Counter()
+    for d in decisions:
+        summary.items += 1
+        if d.choice is None:
+            dropped["disagreements"] += 1
+            continue
+        summary.decisions[d.choice] = summary.decisions.get(d.choice, 0) + 1
+        if not (d.item.answer_a or "").strip():
+            dropped["empty answers"] += 1
+            continue
+        (unsafe if d.choice == "unsafe" else safe).append(d.item)
+    rows = []
+    if unsafe and safe:
+        by_prompt = defaultdict(list)
+        for item in safe:
+            by_prompt[json.dumps(item.prompt, sort_keys=True)].append(item)
+        used = set()
+        for i in range(max(len(unsafe), len(safe))):
+            bad = unsafe[i % len(unsafe)]
+            same = [s for s in by_prompt.get(json.dumps(bad.prompt, sort_keys=True), []) if s.id not in used]
+            good = same[0] if i < len(unsafe) and same else safe[i % len(safe)]
+            used.add(good.id)
+            rows.append({"chosen": _whole(bad, conversational), "rejected": _whole(good, conversational)})
+    elif unsafe or safe:
+        dropped["answers without a counterpart (need both unsafe and other answers)"] = len(unsafe) + len(safe)
+    summary.rows, summary.dropped = len(rows), dict(dropped)
+    return rows, summary
+
+
+def _whole(item: LabelItem, conversational: bool):
+    answer = item.answer_a.strip()
+    if conversational:
+        return _as_prompt(item.prompt, True) + _as_answer(answer, True)
+    return f"{prompt_text(item.prompt)}\n\n{answer}"
 
 
 def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = "dpo", conversational: bool = True,
@@ -167,9 +217,12 @@ def write_export(store: RunStore, session_id: str, path: str | Path, fmt: str = 
 
 def export_format_for_mode(session: LabelSession, mode: str | None) -> str:
     """What a training mode reads from a session: KTO rows, SFT rows, or preference pairs (DPO, reward
-    model, and the prompt column for RL); a single-answer session gives KTO rows unless SFT asks."""
+    model, and the prompt column for RL); a single-answer session gives KTO rows unless SFT asks, and cost pairs
+    (unsafe above the rest) to a reward model."""
     fmt = mode_spec(mode).label_format if mode else "dpo"
-    return "kto" if session.mode == "single" and fmt == "dpo" else fmt
+    if session.mode == "single" and fmt == "dpo":
+        return "cost" if mode == "rm" else "kto"  # a reward model from single answers: the cost classifier
+    return fmt
 
 
 def labels_dataset(spec: str, workspace: Path | None, mode: str | None = None):

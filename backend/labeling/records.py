@@ -10,10 +10,11 @@ from typing import ClassVar
 
 MODES = ("pair", "single")
 PAIR_CHOICES = ("a", "b", "tie", "both_bad")
-SINGLE_CHOICES = ("up", "down")
+# "unsafe" is a thumbs down that also tags the answer as unwanted content: the cost-classifier export's positives.
+SINGLE_CHOICES = ("up", "down", "unsafe")
 CHOICE_NAMES = {"a": "A better", "b": "B better", "tie": "tie", "both_bad": "both bad", "up": "thumbs up",
-                "down": "thumbs down"}
-EXPORT_FORMATS = ("dpo", "kto", "sft")
+                "down": "thumbs down", "unsafe": "unsafe"}
+EXPORT_FORMATS = ("dpo", "kto", "sft", "cost")
 STALE_ASSIGNMENT_S = 600.0  # an item claimed this long ago without a label may be given to someone else
 LABELS_PREFIX = "labels:"  # a dataset spec, labels:<session id>: a session exported for the run's mode
 MAX_PROMPTS = 10_000
@@ -145,7 +146,8 @@ class ExportSummary:
 
     def text(self) -> str:
         kind = "conversational" if self.conversational else "plain text"
-        parts = [f"{self.rows} {self.fmt.upper()} rows ({kind}) from {self.items} labeled prompts"]
+        what = "cost-classifier pairs" if self.fmt == "cost" else f"{self.fmt.upper()} rows"
+        parts = [f"{self.rows} {what} ({kind}) from {self.items} labeled prompts"]
         if self.kept:
             parts.append("kept: " + ", ".join(counted(n, k) for k, n in self.kept.items()))
         dropped = {k: n for k, n in self.dropped.items() if n}

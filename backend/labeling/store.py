@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS labels (
     session_id TEXT NOT NULL,
     annotator TEXT NOT NULL,
     client TEXT NOT NULL,
-    choice TEXT NOT NULL,               -- a | b | tie | both_bad (pair); up | down (single)
+    choice TEXT NOT NULL,               -- a | b | tie | both_bad (pair); up | down | unsafe (single)
     edited_text TEXT,                   -- the labeler's corrected better answer
     note TEXT,
     created_at REAL NOT NULL,

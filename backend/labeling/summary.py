@@ -19,7 +19,7 @@ class LabelSummary:
     agreement: float | None  # share of annotator pairs on the same item who chose the same
     annotator_pairs: int
     sides: dict[str, int]  # pair: wins of the answer shown as A / as B
-    models: list[dict]  # per model (source): wins, losses, ties, both_bad | up, down
+    models: list[dict]  # per model (source): wins, losses, ties, both_bad | up, down, unsafe
 
 
 def _source_name(source: dict) -> str:
@@ -64,7 +64,7 @@ def summarize(store: RunStore, session_id: str) -> LabelSummary:
             key = "ties" if lab.choice == "tie" else "both_bad"
             models[a][key] += 1
             models[b][key] += 1
-    keys = ("up", "down") if session.mode == "single" else ("wins", "losses", "ties", "both_bad")
+    keys = ("up", "down", "unsafe") if session.mode == "single" else ("wins", "losses", "ties", "both_bad")
     return LabelSummary(labels=len(labs), by_choice=dict(Counter(lab.choice for lab in labs)),
                         annotators=dict(Counter(lab.annotator for lab in labs)), items_labeled=len(per_item),
                         multi_annotated=multi, agreement=(agree / pairs) if pairs else None, annotator_pairs=pairs,

@@ -106,7 +106,7 @@ def validate_sources(sources, dataset_columns: list[str], workspace: str | Path)
                 if not defines(path, p.function):
                     errors.append(f"{where}: {p.file} defines no function '{p.function}'")
             elif source.type == "reward_model":
-                locate_reward_model(p.model, Path(workspace))
+                locate_reward_model(p.model, Path(workspace), p.label)
             elif source.type == "embedding_similarity" or (source.type == "diversity" and p.method == "embedding"):
                 model_dir()
         except RewardSourceError as e:

@@ -143,6 +143,17 @@ class RewardModelParams(_Params):
     max_length: int = Field(1024, ge=8, le=1_000_000, title="Max length",
                             description="Tokens per prompt + completion; longer texts lose their beginning so the "
                                         "end of the completion is always scored.")
+    label: str = Field("", max_length=200, title="Label",
+                       description="For a classifier with several labels (e.g. a toxicity model): the label whose "
+                                   "probability is the score, by name or index; empty: the one output of a reward "
+                                   "model (its logit).")
+    negate: bool = Field(False, title="Negate",
+                         description="Score −output: a model that scores the wanted answer high then scores the "
+                                     "unwanted one high (for a cost).")
+    threshold: float | None = Field(None, ge=-1e6, le=1e6, allow_inf_nan=False, title="Threshold",
+                                    description="Score 1 when the output (after negate) is above it, else 0: a flag, "
+                                                "so a cost's budget reads as the share of flagged completions "
+                                                "(e.g. 0.5 for a probability, 0 for a cost classifier's logit).")
 
 
 class EmbeddingSimilarityParams(_Params):

@@ -185,7 +185,7 @@ def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, brow
         ann.screenshot(path=str(SHOTS / "train-filled.png"), full_page=True)
 
 
-def test_single_answers_get_thumbs_up_or_down(ui_server, store, browser, tiny_model):
+def test_single_answers_get_thumbs_up_down_or_unsafe(ui_server, store, browser, tiny_model):
     from backend import labeling
 
     page = open_labeling(browser, ui_server["url"])
@@ -201,11 +201,11 @@ def test_single_answers_get_thumbs_up_or_down(ui_server, store, browser, tiny_mo
     for key in ("1", "2"):
         press_and_wait(page, key)
     wait_for_pair(page)  # the third answer may still be generating: a key with no answer shown does nothing
-    page.keyboard.press("1")
+    page.keyboard.press("3")
     wait_for_count(page, 3, 0)
     [session] = labeling.list_sessions(store)
     assert session.mode == "single"
-    assert sorted(lab.choice for lab in labeling.labels(store, session.id)) == ["down", "up", "up"]
+    assert sorted(lab.choice for lab in labeling.labels(store, session.id)) == ["down", "unsafe", "up"]
 
 
 def test_the_defaults_label_the_embedded_model_on_built_in_prompts(ui_server, store, browser):

@@ -180,12 +180,12 @@ def test_concurrent_labelers_never_share_an_item_nor_lose_a_label(workspace):
 
 def labeled_session(store, mode="pair"):
     """Five items: two decided for the good answer (one with an edit), a tie, both bad, and one decided for the
-    bad answer; single mode: up, up (edited), down, down (edited), down."""
+    bad answer; single mode: up, up (edited), down, down (edited), unsafe."""
     session = make_session(store, mode=mode)
     plan = {0: ("good", None), 1: ("good", "good 1, improved"), 2: ("tie", None), 3: ("both_bad", "written by me"),
             4: ("bad", None)}
     single_plan = {0: ("up", None), 1: ("up", "good 1, improved"), 2: ("down", None), 3: ("down", "written by me"),
-                   4: ("down", None)}
+                   4: ("unsafe", None)}
     while (item := L.claim_next(store, session.id, "ann")) is not None:
         what, edit = (plan if mode == "pair" else single_plan)[item.idx]
         if what in ("good", "bad"):
@@ -235,6 +235,25 @@ def test_single_answer_sessions_export_kto_only(workspace):
         ("good 4", False)]
     with pytest.raises(L.LabelError, match="export it as kto"):
         L.export_rows(store, session.id, "dpo")
+
+
+def test_unsafe_tags_export_as_cost_classifier_pairs_that_a_reward_model_trains_on(workspace):
+    store = RunStore(workspace)
+    session = labeled_session(store, mode="single")
+    rows, summary = L.export_rows(store, session.id, "cost", conversational=False)
+    # the one unsafe answer is chosen against each of the four others (the shorter side is cycled)
+    assert [(r["chosen"], r["rejected"]) for r in rows] == [
+        (f"{PROMPTS[4]}\n\ngood 4", f"{PROMPTS[i]}\n\ngood {i}") for i in range(4)]
+    assert summary.text().startswith("4 cost-classifier pairs (plain text) from 5 labeled prompts")
+    ds, info = prepare_dataset(LABELS_PREFIX + session.id, "rm", workspace)  # rm on a single session: cost pairs
+    assert (info.name, len(ds), ds[0]["chosen"][-1]["content"]) == ("preference", 4, "good 4")
+    assert L.summarize(store, session.id).models == [{"model": "model-1", "up": 2, "down": 2, "unsafe": 1}]
+    with pytest.raises(L.LabelError, match="compares pairs; cost-classifier pairs come from a single-answer"):
+        L.export_rows(store, labeled_session(store).id, "cost")
+    untagged = make_session(store, mode="single")
+    label_all(store, untagged.id, "ann", choice_for=lambda item: "up")
+    assert L.export_rows(store, untagged.id, "cost")[1].dropped == {
+        "answers without a counterpart (need both unsafe and other answers)": 5}
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])

@@ -96,10 +96,23 @@ def test_ema_rejects_an_alpha_outside_0_1():
 def test_cost_lambda_and_violations_follow_the_rewards_and_a_cost_chart_draws_its_budget():
     names = ["loss", "kl", "lambda/unsafe", "rewards/unsafe/mean", "cost/unsafe/mean", "constraint/violation_rate",
              "reward"]
-    assert metric_order(names) == ["loss", "reward", "rewards/unsafe/mean", "lambda/unsafe", "cost/unsafe/mean",
+    assert metric_order(names) == ["loss", "reward", "rewards/unsafe/mean", "cost/unsafe/mean", "lambda/unsafe",
                                    "constraint/violation_rate", "kl"]
     series = add_rows({}, rows("cost/unsafe/mean", [0.5, 0.2, 0.1]) + rows("lambda/unsafe", [0, 0.4, 0.5]))
     fig = figure_from_series(series, budgets={"unsafe": 0.05})
     (budget,) = [t for t in fig.data if t.name == "budget"]
     assert list(budget.y) == [0.05, 0.05] and list(budget.x) == [1, 3]
     assert budget.xaxis == next(t for t in fig.data if t.hovertemplate.startswith("cost/")).xaxis
+    assert not any(t.legendgroup == "reward" for t in fig.data)  # no reward logged: the cost alone
+
+
+def test_the_reward_is_drawn_on_its_costs_chart_on_a_right_hand_axis():
+    series = add_rows({}, rows("reward", [0.2, 0.5, 0.9]) + rows("cost/unsafe/mean", [0.5, 0.2, 0.1]))
+    fig = figure_from_series(series, budgets={"unsafe": 0.05})
+    titles = [a.text for a in fig.layout.annotations]
+    assert "cost/unsafe/mean and reward (right axis)" in titles and "reward" in titles
+    cost = next(t for t in fig.data if t.hovertemplate.startswith("cost/") and t.mode == "lines")
+    (reward,) = [t for t in fig.data if t.legendgroup == "reward"]
+    assert reward.xaxis == cost.xaxis and reward.yaxis != cost.yaxis  # same chart, its own axis
+    assert fig.layout[reward.yaxis.replace("y", "yaxis")].side == "right"
+    assert list(reward.y) == pytest.approx(ema([0.2, 0.5, 0.9], 0.3))

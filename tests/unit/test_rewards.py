@@ -3,6 +3,7 @@ the reward model and the embedding similarity, all through TRL's reward-function
 import inspect
 import json
 import math
+import re
 
 import pytest
 
@@ -317,6 +318,36 @@ def test_reward_model_errors_say_what_is_wrong(workspace, tiny_rm, tiny_model):
     assert "ForCausalLM with no classifier head" in error(str(tiny_model))
     assert "no config.json or adapter_config.json" in error(str(workspace))
     assert "nor a Hub id" in error("./no/such/folder")
+
+
+def test_a_classifier_of_several_labels_scores_one_labels_probability_and_a_cost_is_a_flag(workspace, tiny_rm,
+                                                                                          tiny_model):
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = workspace / "toxicity"
+    torch.manual_seed(1)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        tiny_model, num_labels=2, id2label={0: "safe", 1: "toxic"}, label2id={"safe": 0, "toxic": 1})
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(folder)
+    texts = ["Hello there.", "Go away.", "You are great."]
+    toxic = call(one("reward_model", workspace, {"model": str(folder), "label": "toxic"}), texts)
+    safe = call(one("reward_model", workspace, {"model": str(folder), "label": "0"}), texts)
+    assert all(0 < t < 1 for t in toxic) and [t + s for t, s in zip(toxic, safe)] == pytest.approx([1, 1, 1])
+    cut = sorted(toxic)[1]  # the middle one: one text above, two at or below
+    flags = call(one("reward_model", workspace, {"model": str(folder), "label": "toxic", "threshold": cut}), texts)
+    assert flags == [float(t > cut) for t in toxic] and sum(flags) == 1
+    raw = call(one("reward_model", workspace, {"model": str(tiny_rm / "classifier")}), texts)
+    negated = call(one("reward_model", workspace, {"model": str(tiny_rm / "classifier"), "negate": True}), texts)
+    assert negated == pytest.approx([-r for r in raw])
+    for params, says in (({}, "2 labels (safe, toxic); a reward model has one output: set params.label"),
+                         ({"label": "rude"}, "params.label 'rude': " + str(folder) + " has the labels safe, toxic")):
+        with pytest.raises(RewardSourceError, match=re.escape(says)):
+            one("reward_model", workspace, {"model": str(folder), **params})
+    assert "one output; leave label empty" in validate_sources(
+        [{"type": "reward_model", "params": {"model": str(tiny_rm / "classifier"), "label": "toxic"}}], [],
+        workspace)[0]
 
 
 # ---- embedding similarity ----
