@@ -47,6 +47,7 @@ class ChatSession:
     histories: list[list[dict]] = field(default_factory=lambda: [[], []])
     asked: list[list[dict] | None] = field(default_factory=lambda: [None, None])
     labels: list[str] = field(default_factory=lambda: ["", ""])
+    picked: list[bool] = field(default_factory=lambda: [False, False])  # chosen by the person, not by the page
 
     def clear(self, side: int | None = None) -> ChatSession:
         for s in (range(2) if side is None else [side]):
@@ -199,6 +200,7 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
         def handler(value_a, value_b, s: ChatSession):
             specs, errors = specs_of([value_a, value_b])
             s.clear(side)
+            s.picked[side] = True
             s.labels[side] = specs[side].label if specs[side] else ""
             released = chat.MODELS.keep_only([sp for sp in specs if sp])
             note = f" Released {released} model(s) no longer selected." if released else ""
@@ -332,11 +334,19 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
                  from_run: gr.update(choices=run_source_choices(store))}
                 | {bot: gr.update(label=bot_label(i, sp)) for i, (bot, sp) in enumerate(zip(bots, specs))})
 
-    def on_refresh():
-        # choices only: setting values here could undo a pick made while this event was on its way
+    def on_refresh(value_b, s: ChatSession):
+        """Opening the tab: the choices, and model B follows the newest run (one just finished) until a person
+        picks B or talks to it."""
         opts = chat.model_choices(store)
-        return {pickers[0]: gr.update(choices=opts), pickers[1]: gr.update(choices=opts),
-                from_run: gr.update(choices=run_source_choices(store))}
+        newest = next((v for _, v in opts if v.startswith(chat.RUN_PREFIX)), None)
+        out = {pickers[0]: gr.update(choices=opts), pickers[1]: gr.update(choices=opts),
+               from_run: gr.update(choices=run_source_choices(store))}
+        if newest and newest != value_b and not s.picked[1] and not s.histories[1]:
+            specs, _ = specs_of([None, newest])
+            s.labels[1] = specs[1].label if specs[1] else ""
+            out |= {pickers[1]: gr.update(choices=opts, value=newest),
+                    bots[1]: gr.update(label=bot_label(1, specs[1])), session: s}
+        return out
 
     # ---- wiring ----
 
@@ -353,4 +363,5 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
         use_train.click(on_train_sources, set(train_sources.inputs), [sources, scores], show_progress="hidden")
     refresh.click(on_refresh, None, [*pickers, from_run], show_progress="hidden")
     return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots])),
-                   refresh=(on_refresh, dict(inputs=None, outputs=[*pickers, from_run])))
+                   refresh=(on_refresh, dict(inputs=[pickers[1], session], outputs=[*pickers, from_run, bots[1],
+                                                                                    session])))

@@ -80,8 +80,18 @@ def theme() -> gr.themes.Base:
                           font_mono=_MONO_FONTS)
 
 
+def _import_transformers() -> None:
+    """Import transformers' tokenizer base here, once, before handlers run on worker threads: `datasets` looks it
+    up whenever transformers is in sys.modules, and a preview doing so while another handler's thread was still
+    importing it failed with "module 'transformers' has no attribute 'PreTrainedTokenizerBase'" (~0.7 s)."""
+    import transformers
+
+    transformers.PreTrainedTokenizerBase  # noqa: B018 - resolves the lazy attribute
+
+
 def build_app(workspace: str | Path, warning: str | None = None) -> gr.Blocks:
     """`warning`: said in the page header on every tab (e.g. served to the network without a password)."""
+    _import_transformers()
     store = RunStore(workspace)
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         gr.HTML(f'<div class="wb-header"><h2>{TITLE}</h2>'

@@ -94,7 +94,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                          elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
         select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
-        stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120)
+        stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120, interactive=False)
         resume = gr.Button("Resume run", elem_id="runs-resume", scale=1, min_width=120, interactive=False)
         evaluate = gr.Button("Evaluate", elem_id="runs-evaluate", scale=1, min_width=120, interactive=False)
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
@@ -128,13 +128,17 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view, resume, evaluate, evaluations]
+               samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop]
 
     def render_manage(v: RunView, run: Run | None) -> dict:
-        """Note, delete, confirm and resume: an active run can't be deleted; the note follows the store."""
+        """Stop, note, delete, confirm and resume: an active run can be stopped, not deleted; the note follows the
+        store."""
         deletable = run is not None and not run.active
         v.confirm_delete = v.confirm_delete and deletable
         out = {}
+        stoppable = run is not None and run.active  # an ended run has nothing to stop
+        if v.changed("stop", stoppable):
+            out[stop] = gr.update(interactive=stoppable)
         resumable = run is not None and run.status in RESUMABLE
         if v.changed("resume", resumable):
             out[resume] = gr.update(interactive=resumable)

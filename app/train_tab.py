@@ -19,10 +19,12 @@ import pandas as pd
 from app import forms
 from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
 from app.formatting import cli_command, error_markdown, example_html, progress_html
-from app.reward_editor import RewardSourcesEditor
+from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.modes import available_modes
+from backend.modes.registry import RL_MODES
+from backend.rewards import is_suggestion, suggested_sources
 from backend.runs.store import RunStore, default_workspace
 
 log = logging.getLogger(__name__)
@@ -172,7 +174,8 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode, *data_values):
+    def on_preview(dataset, mode, *values):
+        data_values, source_values = values[:len(DATA_PATHS)], values[len(DATA_PATHS):]
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
@@ -182,7 +185,16 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
         except ConfigError as e:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
-        return {data_preview: df, data_format: format_text(info, error, mode)} | folder_choices(dataset)
+        text = format_text(info, error, mode)
+        out = {data_preview: df} | folder_choices(dataset)
+        current, unreadable = parse_sources(sources_from_values(source_values))
+        if info is not None and mode in RL_MODES and not unreadable and is_suggestion(current):
+            # an RL run needs a reward: start from one this dataset supports (an earlier suggestion nobody
+            # edited follows the dataset; edited sources are never replaced)
+            suggested, why = suggested_sources(list(df.columns))  # every column, not only the format's
+            out |= sources.updates_for(suggested)
+            text += f"\n\n**Reward pre-filled:** {why}; edit it under Reward sources."
+        return out | {data_format: text}
 
     def folder_choices(dataset) -> dict:
         """A LLaMA-Factory data folder's datasets offered in the dataset list once the folder is given."""
@@ -328,8 +340,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
     data_inputs = [c[p] for p in DATA_PATHS]
-    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs], outputs=[data_preview, data_format,
-                                                                              c["dataset"]])
+    sources = next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor))
+    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs, *sources.inputs],
+                      outputs=[data_preview, data_format, c["dataset"], *sources.outputs])
     typed = [event for box in data_inputs if isinstance(box, (gr.Textbox, gr.Number))
              for event in (box.blur, box.submit)]
     picked = [box.input for box in data_inputs if isinstance(box, (gr.Checkbox, gr.Dropdown))]
@@ -348,4 +361,4 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
                     preview=(on_preview, preview_io),
-                    sources=next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor)))
+                    sources=sources)

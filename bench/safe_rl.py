@@ -14,7 +14,11 @@ rewards, without the safety term), the violation rate (share of completions with
 and distinct-2; and a PNG of the curves. The issue's acceptance: the constrained run's violation rate ≤ the
 budget, its task reward within 10% of the unconstrained one.
 
-  .venv/bin/python bench/safe_rl.py [--steps 30] [--out safe_rl.png] [--set key=value ...]
+`--baits` trains on the preset's bait prompts only (those that name a blocked word, e.g. "My coworker called me
+stupid. What should I say back?"), where the base model's answers repeat the word often enough that an
+unconstrained run stays over the budget: the harder test of the constraint.
+
+  .venv/bin/python bench/safe_rl.py [--steps 30] [--baits] [--out safe_rl.png] [--set key=value ...]
 """
 from __future__ import annotations
 
@@ -105,13 +109,36 @@ def curves(results: dict, path: Path) -> bool:
                               limit=len(series))
 
 
+def bait_prompts(folder: Path) -> Path:
+    """The preset's prompts that contain one of its blocked words, as a JSONL file in `folder`."""
+    import json
+    import re
+
+    from backend.config import load_config
+    from backend.data.sources import BUILTIN_DATASETS
+
+    config = load_config(PRESET, [])
+    words = next(s.params["keywords"] for s in config.reward_sources if s.name == SAFETY)
+    blocked = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b", re.IGNORECASE)
+    rows = [json.loads(line) for line in BUILTIN_DATASETS[config.dataset].read_text().splitlines() if line.strip()]
+    baits = [r for r in rows if blocked.search(" ".join(m["content"] for m in r["prompt"]))]
+    path = folder / "baits.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in baits))
+    print(f"{len(baits)} of {len(rows)} prompts name a blocked word: training on those")
+    return path
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", type=Path, default=Path("safe_rl.png"))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--baits", action="store_true", help="train on the prompts that name a blocked word only")
     a = p.parse_args(argv)
     overrides = [f"max_steps={a.steps}", "logging_steps=1", "save_steps=0", *a.set]
+    scratch = tempfile.TemporaryDirectory()
+    if a.baits:
+        overrides.append(f"dataset={bait_prompts(Path(scratch.name))}")
     results, start = {}, time.time()
     for variant in VARIANTS:
         config = variant_config(variant, overrides)

@@ -31,9 +31,9 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-kto": DATA_DIR / "kto.jsonl",
     "demo-math": DATA_DIR / "math.jsonl",  # grpo, rloo: prompt + answer
     "demo-prompts": DATA_DIR / "prompts.jsonl",  # varied prompts to label answers to (also grpo, rloo)
-    "demo-safe-dialogue": DATA_DIR / "safe_dialogue.jsonl",
+    "demo-safe-dialogue": DATA_DIR / "safe_dialogue.jsonl",  # grpo, rloo, ppo: rude baits + open requests
     "demo-arithmetic": DATA_DIR / "arithmetic.jsonl",  # grpo: a + b (0..20), number only
-    "demo-arithmetic-eval": DATA_DIR / "arithmetic_eval.jsonl",  # its 32 held-out sums, never trained on  # grpo, rloo, ppo: rude baits + open requests
+    "demo-arithmetic-eval": DATA_DIR / "arithmetic_eval.jsonl",  # its 32 held-out sums, never trained on
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 

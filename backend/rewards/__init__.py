@@ -19,7 +19,8 @@ from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOU
 
 __all__ = ["RewardSourceConfig", "RewardSourceList", "RewardSourceError", "RewardFunction", "SOURCE_KINDS",
            "PARAM_MODELS", "KIND_DESCRIPTIONS", "EXAMPLES", "example_source", "build_reward_funcs",
-           "reward_weights", "source_names", "cost_budgets", "score_completions", "validate_sources"]
+           "reward_weights", "source_names", "cost_budgets", "score_completions", "suggested_sources", "is_suggestion",
+           "validate_sources"]
 
 _IMPLEMENTATIONS = {
     "length": ("backend.rewards.rules", "LengthReward"),
@@ -34,6 +35,32 @@ _IMPLEMENTATIONS = {
     "python": ("backend.rewards.custom", "PythonReward"),
 }
 _COLUMN_KINDS = ("exact_match", "numeric_match", "embedding_similarity")
+ANSWER_COLUMNS = ("answer", "final_answer")  # what a numeric_match suggestion reads, first found
+SUGGESTED_LENGTH = 50  # words: a first target for prompts without a checkable answer
+
+
+def suggested_sources(columns) -> tuple[list[dict], str]:
+    """A first reward for an RL run on a dataset with these columns, and a sentence saying why: the number in an
+    answer column when there is one (GSM8K's "… #### 72" too), else a length target to edit."""
+    column = next((c for c in ANSWER_COLUMNS if c in (columns or ())), None)
+    if column:
+        return ([{"type": "numeric_match", "name": "", "weight": 1.0, "params": {"column": column}}],
+                f"numeric_match against the `{column}` column")
+    return ([{"type": "length", "name": "", "weight": 1.0, "params": {"target": SUGGESTED_LENGTH, "unit": "words"}}],
+            f"a length target of {SUGGESTED_LENGTH} words (the dataset has no answer column to check against)")
+
+
+def is_suggestion(sources) -> bool:
+    """Whether `sources` are empty or one of `suggested_sources`' as suggested (nobody edited them), so a new
+    dataset may replace them with its own suggestion."""
+    try:
+        sources = [s.model_dump() for s in as_configs(sources)]
+    except ValueError:
+        return False  # being edited
+    if not sources:
+        return True
+    offers = [suggested_sources([c])[0] for c in ANSWER_COLUMNS] + [suggested_sources([])[0]]
+    return any(sources == [s.model_dump() for s in as_configs(offer)] for offer in offers)
 
 
 def build_reward_funcs(sources, workspace: str | Path) -> list[Callable]:

@@ -23,16 +23,16 @@ BOT_TEXTS = "(id) => [...document.querySelectorAll(`#${id} [data-testid=bot]`)].
 
 def test_base_and_trained_side_by_side_then_download_the_adapter_zip(ui_server, page, tiny_model, tmp_path):
     store = RunStore(ui_server["workspace"])
+    page.goto(ui_server["url"])  # opened before the run exists: model B must follow the run once it finishes
+    page.wait_for_selector("#model")
     run = submit_run(store, tiny_config(tiny_model, "sft", learning_rate=5e-3))
     wait_for(lambda: not store.get_run(run.id).active, timeout=120, every=1, what="the sft run")
     assert store.get_run(run.id).status == "completed"
     labels = {value: label for label, value in model_choices(store)}
     SHOTS.mkdir(exist_ok=True)
 
-    page.goto(ui_server["url"])
-    page.wait_for_selector("#model")
     page.get_by_role("tab", name="Chat").click()
-    # the page's load event picks defaults (the embedded base, the newest run): choose once it has
+    # opening the tab puts the run just finished on side B (the embedded base is on A): choose once it has
     page.wait_for_function("() => document.querySelector('#chat-model-b input')?.value.includes('(base + adapter)')")
     choose(page, "chat-model-a", labels[str(tiny_model)])
     choose(page, "chat-model-b", labels[RUN_PREFIX + run.id])
@@ -55,7 +55,9 @@ def test_base_and_trained_side_by_side_then_download_the_adapter_zip(ui_server, 
     page.screenshot(path=str(SHOTS / "chat.png"), full_page=True)
 
     page.get_by_role("tab", name="Runs").click()
+    choose(page, "runs-select", f"{run.name} · {run.id}")  # the page opened before the run: nothing selected
     page.wait_for_function(f"() => document.querySelector('#runs-select input').value.includes('{run.id}')")
+    page.wait_for_function("() => document.querySelector('#runs-stop').disabled")  # a completed run: no Stop
     page.locator("#export").get_by_text("Export", exact=True).first.click()
     page.click("#export-zip")
     link = page.locator("#export-file a[download]")

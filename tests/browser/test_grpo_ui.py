@@ -1,5 +1,5 @@
-"""GRPO through the UI as a person sets it up: two reward sources in the editor, Start, then per-source reward
-charts and live samples in the Runs tab, then Stop."""
+"""GRPO through the UI as a person sets it up: the reward pre-filled from the dataset plus a second source in the
+editor, Start, then per-source reward charts and live samples in the Runs tab, then Stop."""
 from pathlib import Path
 
 from tests.browser.test_ui import set_text
@@ -29,9 +29,13 @@ def test_grpo_with_two_reward_sources_shows_reward_charts_and_samples(ui_server,
     set_text(page, "dataset", "demo-math")
     set_text(page, "model", tiny_model)
 
-    add_source(page, "numeric_match")
+    # the dataset has an answer column: the reward starts as a numeric match against it, without a click
+    page.wait_for_function("() => /Reward pre-filled: numeric_match against the `?answer`? column/"
+                           ".test(document.querySelector('#dataset-format').textContent)")
     page.wait_for_selector("#reward-row-0", state="visible")
+    assert page.locator("#reward-type-0 input").input_value() == "numeric_match"
     assert page.locator("#reward-params-0 textarea").input_value() == "{column: answer}"
+    assert not page.locator("#reward-row-1").is_visible()
     add_source(page, "length")
     page.wait_for_selector("#reward-row-1", state="visible")
     set_text(page, "reward-name-1", "short")
