@@ -111,6 +111,19 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
     return min(usable, key=lambda name: sum(_builtin_trains(name, m) for m in modes), default=None)
 
 
+PREVIEW_CHARS = 300  # per cell; the full text is in the file and in "Show the first example"
+
+
+def column_widths(df: pd.DataFrame) -> list[str]:
+    """Each preview column as wide as its longest shown text needs, within 120-420 px: a table with many
+    columns scrolls sideways instead of squeezing each into a sliver."""
+    widths = []
+    for column in df.columns:
+        longest = max([len(str(column)), *(min(len(str(v)), PREVIEW_CHARS) for v in df[column])])
+        widths.append(f"{max(120, min(420, 8 * longest))}px")
+    return widths
+
+
 def format_text(info, error: str | None, mode: str) -> str:
     converted = f"\n\n**Data settings:** {'; '.join(info.applied)}" if info is not None and info.applied else ""
     converted += f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
@@ -164,6 +177,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
             data_format = gr.Markdown("", elem_id="dataset-format")
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
+                                        max_chars=PREVIEW_CHARS, show_row_numbers=True,
                                         elem_id="dataset-preview", show_label=False)
             show_example = gr.Button("Show the first example as the trainer sees it", elem_id="show-example",
                                      size="sm")
@@ -186,7 +200,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
         text = format_text(info, error, mode)
-        out = {data_preview: df} | folder_choices(dataset)
+        out = {data_preview: gr.update(value=df, column_widths=column_widths(df))} | folder_choices(dataset)
         current, unreadable = parse_sources(sources_from_values(source_values))
         if info is not None and mode in RL_MODES and not unreadable and is_suggestion(current):
             # an RL run needs a reward: start from one this dataset supports (an earlier suggestion nobody
