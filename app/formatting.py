@@ -47,18 +47,27 @@ def run_duration(run: Run, now: float) -> float | None:
 
 
 def eta_seconds(run: Run, now: float) -> float | None:
-    """Time left, from the pace since training began (model loading excluded); None when unknown."""
+    """Time left, from the pace of the steps completed (model loading excluded), less the time the step under
+    way has already run; None when unknown."""
     if run.status != "running" or not run.train_started_at or not run.total_steps or run.step <= 0:
         return None
     per_step = seconds_per_step(run, now)
-    return None if per_step is None else max(0.0, per_step * (run.total_steps - run.step))
+    if per_step is None:
+        return None
+    under_way = now - run.step_at if run.step_at else 0.0
+    return max(0.0, per_step * (run.total_steps - run.step) - under_way)
 
 
 def seconds_per_step(run: Run, now: float) -> float | None:
+    """Seconds per completed step of this attempt: measured up to the last step's end, so the figure holds still
+    while a step runs rather than creeping up until it ends."""
     done = run.step - run.resumed_step  # steps of this attempt: a resumed one started at its checkpoint
     if not run.train_started_at or done <= 0:
         return None
-    end = run.finished_at if run.finished_at and not run.active else now
+    if run.active:
+        end = run.step_at if run.step_at and run.step_at > run.train_started_at else now
+    else:
+        end = run.finished_at or now
     return (end - run.train_started_at) / done
 
 

@@ -4,8 +4,10 @@ Plain functions over store rows ({id, step, name, value, time}); no gradio here,
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -80,6 +82,54 @@ def metric_order(names: Iterable[str]) -> list[str]:
     return first + [n for n in names if n not in first and n not in last] + last
 
 
+GROUP_SLOTS = 6  # folded chart groups a run's page has room for; more fold into the last one
+
+
+@dataclass
+class ChartLayout:
+    """A run's charts: those its mode leads with, the rest in groups by name prefix, and the flat ones (every
+    value the same so far, e.g. GRPO's clip ratios early on), which are listed rather than drawn."""
+
+    lead: list[str] = field(default_factory=list)
+    groups: list[tuple[str, list[str]]] = field(default_factory=list)  # (title, names)
+    flat: list[str] = field(default_factory=list)
+
+
+def _group_of(name: str) -> str:
+    if "/" in name:
+        return name.split("/", 1)[0]
+    return "eval" if name.startswith("eval_") else "other"
+
+
+def chart_layout(series: Series, charts: Iterable[str] = ()) -> ChartLayout:
+    """Split `series` for the page: `charts` (the mode's fnmatch patterns, in order) lead; with none, every
+    chart leads. A metric logged once is never flat (one evaluation at the end must show)."""
+    names = metric_order(n for n in series if n not in SUMMARY)
+    flat = [n for n in names if len(series[n][1]) >= 2 and min(series[n][1]) == max(series[n][1])]
+    shown = [n for n in names if n not in flat]
+    charts = list(charts)
+    if not charts:
+        return ChartLayout(lead=shown, flat=flat)
+    lead = []
+    for pattern in charts:
+        lead += [n for n in shown if fnmatch.fnmatchcase(n, pattern) and n not in lead]
+    groups: dict[str, list[str]] = {}
+    for n in shown:
+        if n not in lead:
+            groups.setdefault(_group_of(n), []).append(n)
+    items = list(groups.items())
+    if len(items) > GROUP_SLOTS:  # the smallest groups share the last slot
+        items.sort(key=lambda kv: -len(kv[1]))
+        items = items[:GROUP_SLOTS - 1] + [("more", [n for _, ns in items[GROUP_SLOTS - 1:] for n in ns])]
+    return ChartLayout(lead=lead, flat=flat,
+                       groups=[(f"{g}/*" if g not in ("other", "more", "eval") else g, ns) for g, ns in items])
+
+
+def flat_text(series: Series, flat: list[str]) -> str:
+    """The flat metrics as one line: each name with the value it keeps."""
+    return " · ".join(f"`{n}` = {series[n][1][-1]:.4g}" for n in flat)
+
+
 def _thin(xs: list, ys: list, limit: int) -> tuple[list, list]:
     if len(xs) <= limit:
         return xs, ys
@@ -128,15 +178,27 @@ def _style(fig: go.Figure, top: int, legend_x: str) -> None:
                                   x=1.0 if legend_x == "right" else 0.0, yref="container"))
 
 
+def _axes(fig: go.Figure, where: dict, steps: list[int], values: list[float]) -> None:
+    """Whole steps on a short x axis (one early point is not drawn on a 0.5-step scale), and small magnitudes
+    such as a learning rate in exponent form on an axis fitted to them."""
+    if steps:
+        lo, hi = min(steps), max(steps)
+        if hi - lo < 10:
+            fig.update_xaxes(dtick=1, range=[lo - 0.5, max(hi, lo + 1) + 0.5] if hi - lo < 1 else None, **where)
+    if values and 0 < max(abs(v) for v in values) < 1e-2:
+        fig.update_yaxes(tickformat=".1e", exponentformat="e", **where)
+
+
 def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS,
-                       budgets: dict[str, float] | None = None) -> go.Figure:
+                       budgets: dict[str, float] | None = None, names: list[str] | None = None,
+                       empty: str = "No metrics yet") -> go.Figure:
     """One subplot per metric; `budgets` ({cost source name: budget}) draws each budget as a dashed line on its
     cost's chart (cost/<name>/mean), where the reward is drawn too, on the right-hand axis, so a user sees what
     keeping the cost down did to the reward."""
-    names = metric_order(n for n in series if n not in SUMMARY)
+    names = metric_order(n for n in series if n not in SUMMARY) if names is None else list(names)
     summary = summary_text(series)
     if not names:
-        return empty_figure(summary or "No metrics yet")
+        return empty_figure(summary or empty)
     with_reward = {n for n in names if n.startswith("cost/") and series.get("reward", ([], []))[1]}
     titles = [f"{n} (no finite values)" if not series[n][1] else f"{n} and reward (right axis)" if n in with_reward
               else n for n in names]
@@ -147,6 +209,7 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
         xs, raw = _thin(steps, values, max_points)
         _, smoothed = _thin(steps, smooth, max_points)
         where = dict(row=i // cols + 1, col=i % cols + 1)
+        _axes(fig, where, steps, values)
         first = i == 0
         fig.add_trace(go.Scatter(x=xs, y=raw, name="raw", mode="lines+markers", legendgroup="raw",
                                  showlegend=first, line=dict(color=RAW_COLOR, width=1),

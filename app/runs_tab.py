@@ -21,12 +21,12 @@ from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_table_rows, sample_sources,
                             sample_step_choices, sample_table_rows, score_table_widths)
-from app.plots import Series, add_rows, figure_from_series
+from app.plots import GROUP_SLOTS, Series, add_rows, chart_layout, figure_from_series, flat_text
 from app.view_state import SentValues
 from backend import evals, reporting
 from backend.runs import jobs
 from backend.config import to_yaml
-from backend.modes.registry import RL_MODES
+from backend.modes.registry import RL_MODES, mode_spec
 from backend.rewards import cost_budgets
 from backend.runs.store import RESUMABLE, DeleteRefused, Run, RunStore
 
@@ -47,9 +47,11 @@ class RunView(SentValues):
     samples: list[dict] = field(default_factory=list)
     sample_step: str = ALL_STEPS  # the samples table's step filter
     confirm_delete: bool = False  # Delete was clicked once: "Confirm delete" is showing
+    open_groups: set[int] = field(default_factory=set)  # chart-group slots unfolded on the page (drawn when open)
 
     def select(self, run_id: str | None) -> RunView:
-        return RunView(run_id=run_id, shown={k: v for k, v in self.shown.items() if k in _SHARED_KEYS})
+        return RunView(run_id=run_id, shown={k: v for k, v in self.shown.items() if k in _SHARED_KEYS},
+                       open_groups=set(self.open_groups))  # the page keeps its accordions as they were
 
 
 @dataclass
@@ -107,6 +109,12 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     error = gr.Markdown("", visible=False, elem_id="run-error")
     evaluations = gr.Markdown("", visible=False, elem_id="run-evaluations")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
+    flat = gr.Markdown("", visible=False, elem_id="metrics-flat")
+    group_boxes, group_plots = [], []
+    for i in range(GROUP_SLOTS):  # the other charts, folded by name prefix; drawn only while unfolded
+        with gr.Accordion("", open=False, visible=False, elem_id=f"metrics-group-{i}") as box:
+            group_plots.append(gr.Plot(elem_id=f"metrics-group-plot-{i}", show_label=False))
+        group_boxes.append(box)
     with gr.Column(visible=False, elem_id="samples") as samples_box:
         with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
             gr.Markdown("**Samples**: what the policy wrote at logging steps and how each reward source scored "
@@ -128,7 +136,27 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     compare_panel.build(store, timer)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop]
+               samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, *group_boxes,
+               *group_plots]
+
+    def render_charts(v: RunView, run: Run | None) -> dict:
+        """The lead chart, the flat metrics' line and each group's slot (its figure only while unfolded)."""
+        if not v.changed("charts", (run and run.id, v.last_id, tuple(sorted(v.open_groups)))):
+            return {}
+        budgets = cost_budgets(run.config.reward_sources) if run else {}
+        layout = chart_layout(v.series, mode_spec(run.mode).charts if run else ())
+        out = {plot: figure_from_series(v.series, budgets=budgets, names=layout.lead)}
+        text = f"**Flat so far** (not drawn): {flat_text(v.series, layout.flat)}" if layout.flat else ""
+        if v.changed("flat", text):
+            out[flat] = gr.update(value=text, visible=bool(text))
+        for i, (box, figure) in enumerate(zip(group_boxes, group_plots)):
+            title, names = layout.groups[i] if i < len(layout.groups) else ("", [])
+            label = f"{title} · {len(names)} chart{'s' if len(names) != 1 else ''}" if names else ""
+            if v.changed(f"group-{i}", label):
+                out[box] = gr.update(label=label, visible=bool(names))
+            if names and i in v.open_groups:
+                out[figure] = figure_from_series(v.series, budgets=budgets, names=names)
+        return out
 
     def render_manage(v: RunView, run: Run | None) -> dict:
         """Stop, note, delete, confirm and resume: an active run can be stopped, not deleted; the note follows the
@@ -189,19 +217,17 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
         run = next((r for r in runs if r.id == v.run_id), None)
         if run is None:
             v.run_id = None
-            empty = {progress: progress_html(None), plot: figure_from_series({}), log_tail: log_html(""),
+            empty = {progress: progress_html(None), log_tail: log_html(""),
                      error: gr.update(value="", visible=False), adapter: gr.update(value="", info=None), config: ""}
-            keys = ("progress", "plot", "log", "error", "adapter", "config")
+            keys = ("progress", "log", "error", "adapter", "config")
             out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, "none")}
             if v.changed("evaluations", ""):
                 out[evaluations] = gr.update(value="", visible=False)
-            return out | render_samples(v, None) | render_manage(v, None)
+            return out | render_charts(v, None) | render_samples(v, None) | render_manage(v, None)
         new = store.metrics_since(run.id, v.last_id)
         if new:
             add_rows(v.series, new)
             v.last_id = new[-1]["id"]
-        if v.changed("plot", v.last_id):
-            out[plot] = figure_from_series(v.series, budgets=cost_budgets(run.config.reward_sources))
         html = progress_html(run, now)
         if v.changed("progress", html):
             out[progress] = html
@@ -224,7 +250,13 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
             text = "" if run.active else run_evaluations_markdown(store, run.id)
             if v.changed("evaluations", text):
                 out[evaluations] = gr.update(value=text, visible=bool(text))
-        return out | render_samples(v, run) | render_manage(v, run)
+        return out | render_charts(v, run) | render_samples(v, run) | render_manage(v, run)
+
+    def on_group(i: int, unfolded: bool):
+        def handler(v: RunView):
+            (v.open_groups.add if unfolded else v.open_groups.discard)(i)
+            return render(v)
+        return handler
 
     def on_select(run_id, v: RunView):
         return render(v.select(run_id or None))
@@ -306,6 +338,9 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
     table.select(on_table_select, None, select)
     samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
     stop.click(on_stop, view, outputs)
+    for i, box in enumerate(group_boxes):
+        box.expand(on_group(i, True), view, outputs, show_progress="hidden")
+        box.collapse(on_group(i, False), view, outputs, show_progress="hidden")
     resume.click(on_resume, view, outputs)
     return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate)
 

@@ -13,6 +13,10 @@ Format = tuple[str, tuple[str, ...]]  # (format name, columns it needs)
 _PREFERENCE: tuple[Format, ...] = (("preference", ("prompt", "chosen", "rejected")),)
 _PROMPT_ONLY: tuple[Format, ...] = (("prompt_only", ("prompt",)),)
 _RL_METRICS = ("reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std")
+# The charts a run's page leads with (fnmatch patterns, in order); the rest fold into groups by prefix.
+_FIT_CHARTS = ("loss", "eval_loss")
+_RL_CHARTS = ("reward", "rewards/*/mean", "eval_reward", "eval_rewards/*/mean", "cost/*/mean", "lambda/*",
+              "constraint/violation_rate")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ModeSpec:
     ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
     vllm: bool = False  # its TRL trainer can generate with vLLM (use_vllm)
     answer_column: str = ""  # the column holding the answer its data asks for (what generated answers match)
+    charts: tuple[str, ...] = ()  # what the run's page shows first (fnmatch patterns), the rest folded by prefix
 
     @property
     def writes_answers(self) -> bool:
@@ -48,31 +53,39 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion")),
                       ("text", ("text",))),
              metrics=("entropy", "mean_token_accuracy", "num_tokens"),
-             evaluable=True, keeps_extra_columns=False, label_format="sft", answer_column="completion"),
+             evaluable=True, keeps_extra_columns=False, label_format="sft", answer_column="completion",
+             charts=(*_FIT_CHARTS, "mean_token_accuracy", "eval_mean_token_accuracy", "eval_rouge_l",
+                     "learning_rate")),
     ModeSpec("rm", "reward modelling", "backend.modes.rm",
              formats=(("preference", ("chosen", "rejected")),),
              metrics=("accuracy", "margin", "mean_reward"),
-             evaluable=True, task="seq_cls"),
+             evaluable=True, task="seq_cls",
+             charts=(*_FIT_CHARTS, "accuracy", "eval_accuracy", "margin", "eval_margin", "learning_rate")),
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
              metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                       "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
-             sections=("dpo",), evaluable=True, answer_column="chosen"),
+             sections=("dpo",), evaluable=True, answer_column="chosen",
+             charts=(*_FIT_CHARTS, "rewards/accuracies", "eval_rewards/accuracies", "rewards/margins", "eval_rouge_l",
+                     "eval_reward", "learning_rate")),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
-             sections=("kto",), evaluable=True, label_format="kto", answer_column="completion"),
+             sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
+             charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
+                     "learning_rate")),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
-             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True),
+             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True,
+             charts=(*_RL_CHARTS, "objective/kl", "completions/mean_length", "policy/entropy", "loss/value")),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True),
+             vllm=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True),
+             vllm=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
 )}
 
 ALL_MODES = tuple(MODES)

@@ -188,8 +188,9 @@ class StoreCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.node_main:
+            now = time.time()
             self.store.update_run(self.run_id, total_steps=state.max_steps, step=state.global_step,
-                                  train_started_at=time.time())
+                                  train_started_at=now, step_at=now)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.is_main and logs:
@@ -200,7 +201,7 @@ class StoreCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         requested = False
         if self.node_main:
-            self.store.update_run(self.run_id, step=state.global_step)
+            self.store.update_run(self.run_id, step=state.global_step, step_at=time.time())
         if self.is_main:
             requested = self.store.stop_requested(self.run_id)
         if _broadcast_flag(requested):

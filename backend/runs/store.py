@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempt INTEGER NOT NULL DEFAULT 1, -- 1, then one more per resume (added by _migrate too)
     resumed_step INTEGER NOT NULL DEFAULT 0,  -- the checkpoint's step this attempt started from (pace, ETA)
     gpus TEXT NOT NULL DEFAULT '',      -- the GPUs the run holds (held while running), comma-separated
-    waiting TEXT NOT NULL DEFAULT ''    -- why a queued run has not started (GPUs busy)
+    waiting TEXT NOT NULL DEFAULT '',   -- why a queued run has not started (GPUs busy)
+    step_at REAL                        -- when `step` was last completed (the pace leaves out a step under way)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -145,6 +146,7 @@ class Run:
     resumed_step: int = 0
     gpus: str = ""
     waiting: str = ""
+    step_at: float | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -328,7 +330,7 @@ class RunStore:
                 db.execute(f"DELETE FROM {table} WHERE run_id=? AND step>?", (run_id, from_step))
             db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, resumed_step=?, error=NULL, "
                        "finished_at=NULL, started_at=NULL, train_started_at=NULL, pid=NULL, worker_pid=NULL, "
-                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL, gpus='', waiting='' WHERE id=?",
+                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL, gpus='', waiting='', step_at=NULL WHERE id=?",
                        (from_step, from_step, run_id))
         return self.get_run(run_id)
 
@@ -465,7 +467,7 @@ def _migrate(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
              "resumed_step": "INTEGER NOT NULL DEFAULT 0", "gpus": "TEXT NOT NULL DEFAULT ''",
-             "waiting": "TEXT NOT NULL DEFAULT ''"}
+             "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL"}
     for name, kind in added.items():
         if name in columns:
             continue

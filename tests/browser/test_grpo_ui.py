@@ -56,6 +56,12 @@ def test_grpo_with_two_reward_sources_shows_reward_charts_and_samples(ui_server,
                            timeout=90_000)
     titles = page.evaluate(SUBPLOT_TITLES)
     assert any(t.startswith("rewards/numeric_match/") for t in titles), titles
+    assert "loss" not in titles  # GRPO leads with its rewards; the rest is folded by prefix
+    page.wait_for_selector("#metrics-group-0", state="visible")
+    page.locator("#metrics-group-0").get_by_role("button").first.click()  # unfold the first group: drawn now
+    page.wait_for_function("() => { const p = document.querySelector('#metrics-group-plot-0 .js-plotly-plot');"
+                           " return p && p.layout && p.layout.annotations && p.layout.annotations.length > 0; }",
+                           timeout=30_000)
     page.wait_for_function(f"() => ({SAMPLE_ROWS})() >= 1", timeout=30_000)
     headers = page.locator("#samples-table thead").inner_text()
     assert "numeric_match" in headers and "short" in headers and "total" in headers, headers

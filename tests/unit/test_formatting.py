@@ -33,6 +33,14 @@ def test_eta_comes_from_the_pace_since_training_began():
     assert eta_seconds(make_run(status="completed"), NOW) is None
 
 
+def test_the_pace_holds_still_while_a_step_runs():
+    # the 10th step ended 20 s ago (10 steps in 40 s: 4 s/step); the 11th has run 20 s of its time
+    run = make_run(step_at=NOW - 20)
+    assert status_line(run, NOW) == "running · step 10/40 · 4.00 s/step · ETA 1:40"  # 30 × 4 s − 20 s
+    assert status_line(run, NOW + 10) == "running · step 10/40 · 4.00 s/step · ETA 1:30"
+    assert eta_seconds(run, NOW + 500) == 0  # a step far slower than the pace: no negative time left
+
+
 def test_status_line_starts_with_the_status_word():
     assert status_line(make_run(), NOW) == "running · step 10/40 · 6.00 s/step · ETA 3:00"
     assert status_line(make_run(step=0, train_started_at=None), NOW).startswith("running · loading the model")

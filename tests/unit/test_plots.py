@@ -116,3 +116,36 @@ def test_the_reward_is_drawn_on_its_costs_chart_on_a_right_hand_axis():
     assert reward.xaxis == cost.xaxis and reward.yaxis != cost.yaxis  # same chart, its own axis
     assert fig.layout[reward.yaxis.replace("y", "yaxis")].side == "right"
     assert list(reward.y) == pytest.approx(ema([0.2, 0.5, 0.9], 0.3))
+
+
+def test_a_run_leads_with_its_modes_charts_folds_the_rest_by_prefix_and_lists_the_flat_ones():
+    from app.plots import GROUP_SLOTS, chart_layout, flat_text
+    from backend.modes.registry import mode_spec
+
+    logged = {"loss": [1, 0.8], "reward": [0.1, 0.5], "rewards/len/mean": [0.1, 0.3], "rewards/len/std": [0.1, 0.2],
+              "kl": [0.0, 0.02], "clip_ratio/low_mean": [0, 0], "clip_ratio/high_mean": [0, 0],
+              "completions/mean_length": [5, 7], "completions/max_length": [8, 9], "memory/peak_rss_gb": [1, 1.2],
+              "timing/generate_s": [1, 2], "learning_rate": [1e-4, 9e-5], "eval_reward": [0.5]}
+    series = add_rows({}, [r for name, values in logged.items() for r in rows(name, values)])
+    layout = chart_layout(series, mode_spec("grpo").charts)
+    assert layout.lead == ["reward", "rewards/len/mean", "eval_reward", "kl", "completions/mean_length"]
+    assert layout.flat == ["clip_ratio/low_mean", "clip_ratio/high_mean"]  # all zero: listed, not drawn
+    assert flat_text(series, layout.flat) == "`clip_ratio/low_mean` = 0 · `clip_ratio/high_mean` = 0"
+    assert layout.groups == [("other", ["loss", "learning_rate"]), ("rewards/*", ["rewards/len/std"]),
+                             ("completions/*", ["completions/max_length"]), ("memory/*", ["memory/peak_rss_gb"]),
+                             ("timing/*", ["timing/generate_s"])]
+    sft = chart_layout(series, mode_spec("sft").charts)
+    assert sft.lead == ["loss", "learning_rate"] and "eval_reward" not in sft.lead
+    assert chart_layout(series).lead == [n for n in metric_order(series) if n not in layout.flat]  # no mode: all
+    many = add_rows({}, [r for g in range(GROUP_SLOTS + 3) for r in rows(f"g{g}/m", [g, g + 1])])
+    groups = chart_layout(many, ("nothing",)).groups
+    assert len(groups) == GROUP_SLOTS and groups[-1][0] == "more" and len(groups[-1][1]) == 4
+
+
+def test_short_runs_get_whole_step_ticks_and_a_learning_rate_axis_in_exponent_form():
+    fig = figure_from_series(add_rows({}, rows("loss", [2.0]) + rows("learning_rate", [1e-4, 5e-5, 1e-5])))
+    loss_axis = fig.layout[traces_of(fig, "loss")[0].xaxis.replace("x", "xaxis")]
+    assert loss_axis.dtick == 1 and list(loss_axis.range) == [0.5, 2.5]  # one point at step 1, not at 0.5 steps
+    lr = traces_of(fig, "learning_rate")[0]
+    assert fig.layout[lr.xaxis.replace("x", "xaxis")].dtick == 1
+    assert fig.layout[lr.yaxis.replace("y", "yaxis")].tickformat == ".1e"
