@@ -30,6 +30,9 @@ class ModeSpec:
     keeps_extra_columns: bool = True  # extra dataset columns reach the trainer (reward functions read them)
     label_format: Literal["sft", "dpo", "kto"] = "dpo"  # what it reads from a labeling session
     ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
+    # memory: the trainer computes log-probs in tiles without the (batch, length, vocab) logits (TRL 1.16)
+    fused_logits: bool = False
+    reference_model: bool = False  # full fine-tuning keeps a frozen copy (LoRA: the adapter switched off)
 
     @property
     def writes_answers(self) -> bool:
@@ -54,21 +57,23 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
              metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                       "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
-             sections=("dpo",), evaluable=True),
+             sections=("dpo",), evaluable=True, fused_logits=True, reference_model=True),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
-             sections=("kto",), evaluable=True, label_format="kto"),
+             sections=("kto",), evaluable=True, label_format="kto", reference_model=True),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
-             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True),
+             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True, reference_model=True),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
+             fused_logits=True, reference_model=True),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
-             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True),
+             metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
+             reference_model=True),
 )}
 
 ALL_MODES = tuple(MODES)
