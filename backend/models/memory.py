@@ -5,7 +5,7 @@ precision, device and sharding. The model's size comes from its config.json alon
 On a CPU the estimate is the worker's peak resident set (the process baseline below included); on a GPU it is
 the memory the process takes on its GPU (CUDA context included). The activation coefficients were calibrated on
 this project's worker: peak RSS of 3-step runs of the embedded model (SFT and DPO, LoRA and full, lengths 16
-to 512) came within 5% of this model; `bench/memory_estimate.py` repeats that comparison.
+to 512) came within 5% of this model.
 
 No torch at import: the Train tab and `launch.py train --dry-run` call this on every change.
 """
