@@ -7,7 +7,7 @@ the memory the process takes on its GPU (CUDA context included). The activation 
 this project's worker: peak RSS of 3-step runs of the embedded model (SFT and DPO, LoRA and full, lengths 16
 to 512) came within 5% of this model.
 
-No torch at import: the Train tab and `launch.py train --dry-run` call this on every change.
+No torch at import, so a form can call it on every change.
 """
 from __future__ import annotations
 
