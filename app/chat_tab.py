@@ -90,7 +90,7 @@ def parse_sources(text: str) -> tuple[list, list[str]]:
     from backend.config import ConfigError, build_config
 
     try:
-        configs = build_config({"reward_sources": text or ""}).reward_sources
+        configs = build_config({"mode": "grpo", "reward_sources": text or ""}).reward_sources  # sources alone
     except ConfigError as e:
         return [], e.errors
     if not configs:

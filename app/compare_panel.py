@@ -1,6 +1,8 @@
 """The Runs tab's Compare accordion: several runs' metrics overlaid on shared charts, the settings that differ
-between them, and each run's final values. Runs still training keep updating, read incrementally like the
-single-run view (only metric rows newer than the last id seen per run).
+between them, each run's final values, and each run's latest evaluation (scorer means with 95% intervals, the
+win rate against that evaluation's baseline). Runs still training keep updating, read incrementally like the
+single-run view (only metric rows newer than the last id seen per run); evaluations are read again only when
+one ends.
 """
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import pandas as pd
 from app.choices import run_choices
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
+from backend import evals
 from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
 from backend.runs.store import RunStore
 
 HELP = ("Pick runs to overlay every metric they logged (smoothed line, raw points faint; click a run in the legend "
-        "to hide it). Below: the settings that differ between them and where each one ended. "
+        "to hide it). Below: the settings that differ between them, where each one ended and how each one's latest "
+        "evaluation (Evaluate tab) scored. "
         "From a shell: `python launch.py compare RUN_ID RUN_ID ...`.")
 
 
@@ -48,9 +52,12 @@ def build(store: RunStore, timer: gr.Timer) -> None:
                                     label="Settings that differ", elem_id="compare-settings", scale=3)
             finals = gr.Dataframe(_frame("metric", [], []), interactive=False, max_height=360,
                                   label="Final values (last logged)", elem_id="compare-final", scale=2)
+        evaluated = gr.Dataframe(_frame("", [], []), interactive=False, wrap=True, visible=False,
+                                 label="Latest evaluation of each run (mean [95% interval])",
+                                 elem_id="compare-evals")
         view = gr.State(CompareView())
 
-    outputs = [pick, plot, settings, finals, view]
+    outputs = [pick, plot, settings, finals, evaluated, view]
 
     def render(cv: CompareView) -> dict:
         runs_all = store.list_runs()
@@ -85,6 +92,10 @@ def build(store: RunStore, timer: gr.Timer) -> None:
         final_rows = [(n, [_number(v) for v in vals]) for n, vals in final_values(store, runs)]
         if cv.changed("finals", (tuple(labels), repr(final_rows))):
             out[finals] = _frame("metric", labels, final_rows)
+        if cv.changed("evals_seen", (tuple(labels), evals.ended_stamp(store))):  # summaries only when one ends
+            rows = evals.comparison_rows(evals.latest_evaluations(store, [r.id for r in runs])) if runs else []
+            if cv.changed("evals", (tuple(labels), repr(rows))):
+                out[evaluated] = gr.update(value=_frame("", labels, rows), visible=bool(rows))
         return out
 
     def on_pick(run_ids, cv: CompareView):

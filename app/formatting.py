@@ -92,6 +92,10 @@ def status_line(run: Run, now: float | None = None) -> str:
         parts[0] = "running · stop requested, saving the adapter"
     elif run.status == "running" and not run.train_started_at:
         parts.append("loading the model and data")
+    if run.status == "queued" and run.waiting:
+        parts.append(run.waiting)
+    if run.gpu_ids:  # kept after the run ends: where it trained
+        parts.append(("GPU " if len(run.gpu_ids) == 1 else "GPUs ") + ",".join(run.gpu_ids))
     if run.total_steps:
         parts.append(f"step {run.step}/{run.total_steps}")
     elif run.step:

@@ -1,8 +1,8 @@
 """The settings form, generated from the run-config schema (`backend.config.field_paths`).
 
 No parameter names are listed here: every leaf setting of RunConfig becomes one component, labelled with
-its title, helped by its description and bounded by its constraints; the schema's "advanced" group goes
-into a folded accordion. Components are keyed by the setting's dotted path, and their elem_id is that path
+its title, helped by its description and bounded by its constraints; the schema's groups other than "basic"
+(advanced, compute) go into a folded accordion, a titled group (compute) as a block of its own. Components are keyed by the setting's dotted path, and their elem_id is that path
 with dots as dashes (`lora.r` -> `lora-r`). Model, dataset and mode get their choices from the caller.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ import gradio as gr
 
 from app import reward_editor
 from app.reward_editor import RewardSourcesEditor
-from backend.config import ConfigError, RunConfig, build_config, choices, field_paths, get_path, set_path
+from backend.config import (GROUP_TITLES, ConfigError, RunConfig, build_config, choices, field_paths, get_path,
+                            set_path)
 from backend.config import bounds as setting_bounds
 from backend.rewards.spec import RewardSourceConfig
 
@@ -125,10 +126,16 @@ def _editor_info() -> str:
 
 
 def _section(path: str) -> str:
-    return path.rsplit(".", 1)[0] if "." in path else ""
+    """The titled block a setting is laid out in: its schema section, or a titled group (compute); "" for the
+    untitled top-level block."""
+    if "." in path:
+        return path.rsplit(".", 1)[0]
+    return group_of(path) if group_of(path) in GROUP_TITLES else ""
 
 
 def _section_title(section: str) -> str:
+    if section in GROUP_TITLES:
+        return GROUP_TITLES[section]
     info = RunConfig.model_fields[section]
     return info.title or section
 

@@ -7,6 +7,8 @@ browser or restarting the UI never stops a run. Per-browser state lives in gr.St
 from __future__ import annotations
 
 import contextlib
+import html
+import logging
 import os
 
 # Before gradio is imported: no analytics calls, and no Hub requests from gradio or its client.
@@ -25,6 +27,7 @@ from backend import sweeps  # noqa: E402
 from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
 
+log = logging.getLogger("workbench.ui")
 TITLE = "RL post-training workbench"
 POLL_SECONDS = 1.5
 DISPATCH_SECONDS = 2.0  # how often the server starts queued runs and marks dead workers and sweep drivers
@@ -34,6 +37,7 @@ _MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace
 CSS = """
 .wb-header { display: flex; align-items: baseline; gap: 1em; }
 .wb-header h2 { margin: 0; }
+.wb-warning { margin: 0.3em 0; padding: 0.4em 0.8em; border-radius: 6px; background: #fdecea; color: #8a1c12; }
 .wb-section p { margin: 0.4em 0 0 0; font-size: var(--text-lg); }
 .wb-progress { padding: 10px 12px; border: 1px solid var(--border-color-primary);
   border-radius: var(--radius-lg); background: var(--block-background-fill); }
@@ -76,11 +80,14 @@ def theme() -> gr.themes.Base:
                           font_mono=_MONO_FONTS)
 
 
-def build_app(workspace: str | Path) -> gr.Blocks:
+def build_app(workspace: str | Path, warning: str | None = None) -> gr.Blocks:
+    """`warning`: said in the page header on every tab (e.g. served to the network without a password)."""
     store = RunStore(workspace)
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         gr.HTML(f'<div class="wb-header"><h2>{TITLE}</h2>'
-                f'<span>workspace <code>{store.workspace}</code></span></div>', elem_id="header")
+                f'<span>workspace <code>{store.workspace}</code></span></div>'
+                + (f'<div class="wb-warning" role="alert"><b>Warning:</b> {html.escape(warning)}</div>'
+                   if warning else ""), elem_id="header")
         view = gr.State(RunView())
         timer = gr.Timer(POLL_SECONDS)
         with gr.Tabs(elem_id="tabs") as tabs:
@@ -165,7 +172,11 @@ def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
 
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
               auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False):
-    demo = build_app(workspace)
+    from backend.monitoring import open_warning
+
+    if warning := open_warning(host, auth):
+        log.warning(warning)
+    demo = build_app(workspace, warning)
     demo.queue(default_concurrency_limit=4)
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,
                        theme=theme(), css=CSS + label_layout.CSS, ssr_mode=False, show_error=False,

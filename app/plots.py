@@ -13,7 +13,8 @@ from plotly.subplots import make_subplots
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
 BUDGET_COLOR = "rgb(220, 38, 38)"
-FIRST = ("loss", "eval_loss", "reward", "eval_reward")  # shown first when present; the rest keep the order the trainer logged
+# Shown first when present (what held-out answers scored next to eval_loss); the rest keep the order logged.
+FIRST = ("loss", "eval_loss", "reward", "eval_reward", "eval_rouge_l")
 # Bookkeeping of each evaluation (transformers' Trainer): shown after the metrics that say how the model does.
 LAST = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 # Logged once when training ends (transformers' Trainer): one point each, so a line above the charts.
@@ -63,11 +64,13 @@ def _is_constraint(name: str) -> bool:
 
 
 def metric_order(names: Iterable[str]) -> list[str]:
-    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), each cost's mean, λ and the violation
-    rate (runs with cost sources), then the rest as logged, LAST last."""
+    """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), its mean on held-out answers
+    (eval_rewards/<name>/mean), each cost's mean, λ and the violation rate (runs with cost sources), then the rest
+    as logged, LAST last."""
     names = list(names)
     first = [n for n in FIRST if n in names]
-    first += [n for n in names if n.startswith("rewards/") and n.endswith("/mean") and n not in first]
+    for prefix in ("rewards/", "eval_rewards/"):
+        first += [n for n in names if n.startswith(prefix) and n.endswith("/mean") and n not in first]
     first += [n for n in names if _is_constraint(n)]
     last = [n for n in names if n in LAST]
     return first + [n for n in names if n not in first and n not in last] + last

@@ -355,7 +355,7 @@ def configs_from_values(values: Sequence) -> tuple[list, list[str]]:
     `reward_sources.<i>...` as the Train tab reports them); the configs are empty when there is a problem."""
     parsed, errors = parse_sources(sources_from_values(values))
     try:
-        configs = build_config({"reward_sources": parsed}).reward_sources
+        configs = build_config({"mode": "grpo", "reward_sources": parsed}).reward_sources  # any RL mode: sources alone
     except ConfigError as e:
         errors += drop_repeated_errors(e.errors, {error_location(x) for x in errors})
         configs = []

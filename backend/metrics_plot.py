@@ -13,7 +13,7 @@ PLOT_KEYS_SKIPPED = {"train_runtime", "train_samples_per_second", "train_steps_p
                      "train_loss", "epoch", "num_tokens", "step_time", "memory/peak_rss_gb", "memory/gpu_peak_gb",
                      "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_num_tokens"}
 # In order of preference after loss: what each mode is judged by.
-PREFERRED = ("eval_loss", "reward", "accuracy", "mean_token_accuracy", "rewards/accuracies", "rewards/margins", "margin",
+PREFERRED = ("eval_loss", "eval_rouge_l", "reward", "eval_reward", "accuracy", "mean_token_accuracy", "rewards/accuracies", "rewards/margins", "margin",
              "mean_reward", "kl", "reward_std", "completions/mean_length", "entropy", "grad_norm", "learning_rate")
 PANEL_W, PANEL_H, COLUMNS = 360, 210, 2
 LINE = (79, 70, 229)  # indigo, the UI's primary colour

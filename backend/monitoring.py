@@ -46,8 +46,8 @@ class WorkbenchCollector:
         now = time.time()
         with self.store.connect() as db:
             counts = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
-            runs = db.execute("SELECT id, name, mode, status, step, total_steps, heartbeat_at, train_started_at "
-                              "FROM runs WHERE status='running' OR finished_at >= ? ORDER BY created_at",
+            runs = db.execute("SELECT id, name, mode, status, step, total_steps, heartbeat_at, train_started_at, "
+                              "gpus FROM runs WHERE status='running' OR finished_at >= ? ORDER BY created_at",
                               (now - self.recent_seconds,)).fetchall()
         sessions = label_counts(self.store)
 
@@ -66,9 +66,13 @@ class WorkbenchCollector:
                                       "Seconds since a running run's worker last reported alive.", labels=RUN_LABELS)
         pace = GaugeMetricFamily("workbench_run_steps_per_second",
                                  "Training throughput of a running run since its first step.", labels=RUN_LABELS)
+        held = GaugeMetricFamily("workbench_run_gpus", "GPUs a running run holds (its trainer's and its vLLM "
+                                 "server's); the gpus label lists them as CUDA_VISIBLE_DEVICES names them.",
+                                 labels=[*RUN_LABELS, "gpus"])
         latest = GaugeMetricFamily("workbench_run_metric",
                                    "Latest value of each metric a running or recently finished run logged "
-                                   "(loss, reward, kl, learning_rate, rewards/<source>/mean, ...; the name's "
+                                   "(loss, reward, kl, learning_rate, rewards/<source>/mean, memory/gpu_peak_gb, "
+                                   "gpu/utilization, ...; the name's "
                                    "characters other than letters, digits, _ and : become _).",
                                    labels=[*RUN_LABELS, "metric"])
         for run in runs:
@@ -82,13 +86,15 @@ class WorkbenchCollector:
                     heartbeat.add_metric(ids, max(0.0, now - run["heartbeat_at"]))
                 if run["train_started_at"] and run["step"] > 0:
                     pace.add_metric(ids, run["step"] / max(now - run["train_started_at"], 1e-9))
+                if run["gpus"]:
+                    held.add_metric([*ids, run["gpus"]], len(run["gpus"].split(",")))
             seen = set()
             for name, value in self.store.last_metrics(run["id"]).items():
                 label = metric_label(name)
                 if label not in seen:
                     seen.add(label)
                     latest.add_metric([*ids, label], math.nan if value is None else value)
-        yield from (step, total, progress, heartbeat, pace, latest)
+        yield from (step, total, progress, heartbeat, pace, held, latest)
 
         labels = GaugeMetricFamily("workbench_labels", "Preference labels given in a labeling session (undone ones "
                                    "excluded).", labels=["session_id", "session_name", "mode"])
@@ -107,6 +113,17 @@ def exposition(reg: CollectorRegistry, accept: str | None = None) -> tuple[bytes
     """(body, content type): Prometheus text format, or OpenMetrics when the scraper asks for it."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(reg), content_type
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def open_warning(host: str, auth: tuple[str, str] | None) -> str | None:
+    """What to say loudly when a server listens beyond this machine with no password; None when it doesn't."""
+    if auth or host in LOOPBACK:
+        return None
+    return (f"serving on {host} without --auth: anyone who can reach this machine can start runs and read the "
+            "workspace; give --auth user:password (or WORKBENCH_AUTH)")
 
 
 def authorized(header: str | None, auth: tuple[str, str] | None) -> bool:

@@ -31,7 +31,8 @@ def add_parsers(sub, common) -> None:
     sh.set_defaults(func=cmd_show)
 
     cp = sub.add_parser("compare", parents=[common],
-                        help="compare runs: the settings that differ and their final metric values")
+                        help="compare runs: the settings that differ, their final metric values and each one's "
+                             "latest evaluation")
     cp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     cp.add_argument("--json", action="store_true")
     cp.set_defaults(func=cmd_compare)
@@ -142,6 +143,7 @@ def cmd_delete(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from backend import evals
     from backend.runs.compare import config_differences, final_values, load_runs
 
     store = open_store(args)
@@ -153,26 +155,32 @@ def cmd_compare(args) -> int:
         return bad_input("compare: give two or more different run ids (see `launch.py runs`)")
     diffs = config_differences([r.config for r in runs])
     finals = final_values(store, runs)
+    latest = evals.latest_evaluations(store, [r.id for r in runs])
     if args.json:
         print_json({"runs": [{"id": r.id, "name": r.name, "status": r.status} for r in runs],
                     "settings": {path: values for path, values in diffs},
-                    "final": {name: values for name, values in finals}})
+                    "final": {name: values for name, values in finals},
+                    "evaluations": [evals.comparison_record(f) for f in latest]})
         return 0
     rows = [("run", [r.id for r in runs]), ("status", [r.status for r in runs]), *diffs]
     if not diffs:
         rows.append(("(settings)", ["all the same"] * len(runs)))
+    parts = {len(rows): "final values:"}
     rows += [(name, ["-" if v is None else f"{v:.6g}" for v in values]) for name, values in finals]
+    if evaluated := evals.comparison_rows(latest):
+        parts[len(rows)] = "latest evaluation (mean [95% interval]; `launch.py eval show ID` for the rest):"
+        rows += evaluated
     names = [r.name for r in runs]
     width = max(len(name) for name, _ in rows)
-    cols = [min(40, max(len(n), *(len(str(vals[i])) for _, vals in rows))) for i, n in enumerate(names)]
+    cols = [min(48, max(len(n), *(len(str(vals[i])) for _, vals in rows))) for i, n in enumerate(names)]
 
     def line(head, values):
         print((head.ljust(width) + "  " + "  ".join(str(v)[:c].ljust(c) for v, c in zip(values, cols))).rstrip())
 
     line("", names)
     for i, (name, values) in enumerate(rows):
-        if i == len(rows) - len(finals):
-            print("final values:")
+        if i in parts:
+            print(parts[i])
         line(name, values)
     return 0
 

@@ -55,9 +55,10 @@ def _port_taken(host: str, port: int) -> str | None:
 
 
 def _warn_if_open(args, auth) -> None:
-    if auth is None and args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"WARNING: serving on {args.host} without --auth: anyone who can reach this machine can start runs "
-              "and read the workspace; give --auth user:password (or WORKBENCH_AUTH)", file=sys.stderr, flush=True)
+    from backend.monitoring import open_warning
+
+    if why := open_warning(args.host, auth):
+        print(f"WARNING: {why}", file=sys.stderr, flush=True)
 
 
 def cmd_ui(args) -> int:

@@ -1,6 +1,7 @@
 """train, resume: start (or resume) a run, then follow it in the foreground (Ctrl-C stops it) unless --detach."""
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -56,12 +57,31 @@ def cmd_train(args) -> int:
     return follow_run(store, run.id)
 
 
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a closed terminal, `timeout`) while following a run: the same clean stop as Ctrl-C."""
+
+
+def _stop_on_signal(signum, _frame):
+    raise _Signalled(signal.Signals(signum).name)
+
+
+def _say(text: str, file=None) -> None:
+    """Print, unless the terminal is gone (after SIGHUP a write fails): the run's record says it all anyway."""
+    try:
+        print(text, file=file or sys.stdout, flush=True)
+    except OSError:
+        pass
+
+
 def follow_run(store, run_id) -> int:
-    """A progress bar until the run ends; the exit code says how it ended."""
+    """A progress bar until the run ends; the exit code says how it ended. Ctrl-C, SIGTERM and SIGHUP stop the
+    run cleanly (it saves its adapter); a second Ctrl-C leaves it running."""
     from tqdm import tqdm
 
     from backend.runs.jobs import dispatch, log_tail, stop_run
 
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop_on_signal)
     bar = None
     announced_queue = False
     try:
@@ -81,8 +101,9 @@ def follow_run(store, run_id) -> int:
             if not run.active:
                 break
             time.sleep(1.0)
-    except KeyboardInterrupt:
-        print("\nstopping: the run saves its adapter and exits (Ctrl-C again to leave it running)", flush=True)
+    except KeyboardInterrupt as e:
+        why = f"{e.args[0]}: " if isinstance(e, _Signalled) else ""
+        _say(f"\n{why}stopping: the run saves its adapter and exits (Ctrl-C again to leave it running)")
         stop_run(store, run_id)
         try:
             while store.get_run(run_id).active:
@@ -91,15 +112,18 @@ def follow_run(store, run_id) -> int:
             return EXIT_STOPPED
     finally:
         if bar is not None:
-            bar.close()
+            try:
+                bar.close()
+            except OSError:
+                pass
     run = store.get_run(run_id)
-    print(f"run {run.id}: {run.status}")
+    _say(f"run {run.id}: {run.status}")
     if run.adapter_path:
-        print(f"adapter: {run.adapter_path}")
+        _say(f"adapter: {run.adapter_path}")
     if run.status == "failed":
-        print(f"error: {run.error}", file=sys.stderr)
+        _say(f"error: {run.error}", file=sys.stderr)
         if "last log lines" not in (run.error or ""):
-            print("--- last log lines ---\n" + log_tail(store, run_id), file=sys.stderr)
+            _say("--- last log lines ---\n" + log_tail(store, run_id), file=sys.stderr)
         return EXIT_FAILED
     return 0 if run.status == "completed" else EXIT_STOPPED
 

@@ -8,9 +8,9 @@ from backend.config.build import (aliases, apply_overrides, bounds, build_config
                                   field_info, field_paths, get_path, load_config, parse_override, read_yaml_mapping,
                                   resolve_aliases, set_path, to_yaml)
 from backend.config.run_config import DEFAULT_DATASET, DEFAULT_MODEL, RunConfig
-from backend.config.sections import DPO_LOSSES, GRPO_LOSSES, ConfigError
+from backend.config.sections import DPO_LOSSES, GROUP_TITLES, GRPO_LOSSES, ConfigError
 
-__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "DPO_LOSSES", "GRPO_LOSSES", "ConfigError", "RunConfig", "aliases",
+__all__ = ["DEFAULT_DATASET", "DEFAULT_MODEL", "DPO_LOSSES", "GROUP_TITLES", "GRPO_LOSSES", "ConfigError", "RunConfig", "aliases",
            "apply_overrides", "bounds", "build_config", "choices", "describe_settings", "field_info", "field_paths",
            "get_path", "load_config", "parse_override", "read_yaml_mapping", "resolve_aliases", "set_path",
            "to_yaml"]

@@ -219,8 +219,18 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     try:
         return build_config(apply_overrides(data, overrides or []))
     except ConfigError as e:  # each problem blamed on where its value came from: the file or a --set
-        raise ConfigError([f"--set {set_here[key]}: {line.split(': ', 1)[1]}" if (key := line.split(":")[0])
-                           in set_here else f"{path}: {line}" for line in e.errors]) from None
+        raise ConfigError([_blame(line, set_here, path) for line in e.errors]) from None
+
+
+def _blame(line: str, set_here: dict[str, str], path) -> str:
+    """`line` ("key: problem") said of the --set that gave the key (or a section above it), else of the file."""
+    key, _, problem = line.partition(": ")
+    if key in set_here:
+        return f"--set {set_here[key]}: {problem}"
+    given = next((k for k in sorted(set_here, key=len, reverse=True) if key.startswith(k + ".")), None)
+    if given:
+        return f"--set {set_here[given]}: {line}"
+    return f"{path}: {line}" if path else line
 
 
 def to_yaml(config: RunConfig, only_changed: bool = False) -> str:

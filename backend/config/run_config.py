@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from backend.config.sections import (ConstraintSettings, DataSettings, DistributedSettings, DPOSettings, EvalSettings,
                                      KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
-from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
+from backend.modes.registry import ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
@@ -57,11 +57,24 @@ class RunConfig(_Section):
                       json_schema_extra=_meta("advanced"))
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", title="Precision",
-        description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16.",
-        json_schema_extra=_meta("advanced", aliases={"bf16": "bf16", "fp16": "fp16"}))
+        description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16. "
+                    "fp16 needs a GPU; bf16 a GPU that has it (Ampere or newer) or a CPU.",
+        json_schema_extra=_meta("compute", aliases={"bf16": "bf16", "fp16": "fp16"}))
     gradient_checkpointing: bool = Field(False, title="Gradient checkpointing",
-                                         description="Recompute activations in the backward pass: less memory, "
-                                                     "~25% slower.", json_schema_extra=_meta("advanced"))
+                                         description="Activation checkpointing: recompute activations in the "
+                                                     "backward pass; less memory, ~25% slower.",
+                                         json_schema_extra=_meta("compute"))
+    quantization: Literal["none", "4bit"] = Field(
+        "none", title="4-bit base (QLoRA)",
+        description="4bit: load the frozen base model in 4-bit NF4 with double quantization (bitsandbytes) and "
+                    "train the LoRA adapter on top, in the precision above: about a quarter of the base's memory. "
+                    "Needs a CUDA GPU, `pip install bitsandbytes` and LoRA.",
+        json_schema_extra=_meta("compute", aliases={"load_in_4bit": "4bit"}))
+    use_liger_kernel: bool = Field(False, title="Liger kernels",
+                                   description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear "
+                                               "cross-entropy): less GPU memory and faster steps. Needs a CUDA GPU "
+                                               "and `pip install liger-kernel`.",
+                                   json_schema_extra=_meta("compute"))
     packing: bool = Field(False, title="Packing",
                           description="Pack several short examples into each sequence (SFT).",
                           json_schema_extra=_meta("advanced", modes=["sft"]))
@@ -75,7 +88,7 @@ class RunConfig(_Section):
     auto_find_batch_size: bool = Field(False, title="Find batch size",
                                        description="On a GPU out-of-memory error, halve the batch size and try "
                                                    "again instead of failing (gradient accumulation unchanged).",
-                                       json_schema_extra=_meta("advanced"))
+                                       json_schema_extra=_meta("compute"))
     lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
         "linear", title="LR schedule", description="How the learning rate changes over training.",
         json_schema_extra=_meta("advanced"))
@@ -101,8 +114,10 @@ class RunConfig(_Section):
                     "trackio (the workspace's trackio folder); both stay on this machine.",
         json_schema_extra=_meta("advanced"))
     num_processes: int = Field(1, ge=1, le=4096, title="Processes",
-                               description="Training processes on this machine (one per GPU), via accelerate.",
-                               json_schema_extra=_meta("advanced"))
+                               description="Training processes on this machine (one per GPU), via accelerate. On "
+                                           "a GPU machine the run takes this many GPUs (plus a vLLM server's), the "
+                                           "lowest free ones; it waits in the queue while fewer are free.",
+                               json_schema_extra=_meta("compute"))
     distributed: DistributedSettings = Field(default_factory=DistributedSettings, title="Distributed")
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
@@ -116,8 +131,9 @@ class RunConfig(_Section):
                     "similarity, diversity, a Python function from the workspace), each with a weight; the reward is "
                     "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: "
                     "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
-                    "params: {pattern: '<answer>.*?</answer>'}}].",
-        json_schema_extra=_meta("basic", modes=list(RL_MODES)))
+                    "params: {pattern: '<answer>.*?</answer>'}}]. SFT, DPO, KTO learn nothing from them: they "
+                    "only score the answers generated at evaluation (eval.generate).",
+        json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES]))
 
     @field_validator("max_steps")
     @classmethod
@@ -170,12 +186,26 @@ class RunConfig(_Section):
         sections = mode_spec(self.mode).sections
         for section in sections:
             getattr(self, section).check(self)
+        self._check_quantization()
         self._check_eval()
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
                              f"(PPO, GRPO and RLOO do); use role: reward or another mode")
+        if self.reward_sources and self.mode in GENERATING_EVAL_MODES and not self.eval.generate:
+            raise ValueError(f"reward_sources: {self.mode.upper()} runs learn nothing from reward sources; they "
+                             "only score the answers generated at evaluation: turn on eval.generate, or remove them")
         return self
+
+    def _check_quantization(self) -> None:
+        if self.quantization == "none":
+            return
+        if self.finetuning != "lora":
+            raise ValueError("quantization: a 4-bit base is frozen, so only an adapter can train on it; set "
+                             "finetuning to lora (QLoRA) or quantization to none")
+        if mode_spec(self.mode).ddp_only:  # its own loop loads policy, reference and value models itself
+            raise ValueError(f"quantization: {self.mode} loads its models in the workbench's own training loop, "
+                             "which has no 4-bit loading; set quantization to none")
 
     def _check_eval(self) -> None:
         e = self.eval
@@ -185,6 +215,13 @@ class RunConfig(_Section):
         if e.dataset and e.split > 0:
             raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
                              "set; set eval.split to 0 or clear eval.dataset")
+        if e.generate and mode_spec(self.mode).task == "seq_cls":
+            raise ValueError(f"eval.generate: a reward model writes no answers (it scores them); its evaluation "
+                             "already scores the held-out chosen above rejected (eval_accuracy, eval_margin); turn "
+                             "eval.generate off")
+        if e.generate and not e.enabled:
+            raise ValueError("eval.generate: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1) "
+                             "to generate on, or turn eval.generate off")
         if e.steps and not e.enabled:
             raise ValueError("eval.steps: evaluation is off; give an eval.dataset or an eval.split (e.g. 0.1), "
                              "or set eval.steps to 0")

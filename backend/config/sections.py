@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.data.templates import TEMPLATE_NAMES  # plain data
-from backend.modes.registry import GROUP_MODES, mode_spec  # no torch
+from backend.modes.registry import (GENERATING_EVAL_MODES, GROUP_MODES, VLLM_MODES,  # no torch
+                                    mode_spec)
 
 if TYPE_CHECKING:
     from backend.config.run_config import RunConfig
@@ -20,6 +21,11 @@ class ConfigError(ValueError):
     def __init__(self, errors: list[str]):
         self.errors = errors
         super().__init__("; ".join(errors))
+
+
+# Where a top-level setting is laid out: "basic" in view, the others folded under Advanced; a group with a title
+# here gets a titled block of its own there (a section's settings are laid out under the section's title).
+GROUP_TITLES = {"compute": "Compute"}
 
 
 def _meta(group: str = "basic", **extra: Any) -> dict:
@@ -46,6 +52,14 @@ class LoraSettings(_Section):
         default_factory=lambda: ["q_proj", "v_proj"], title="Target modules",
         description="Module names to adapt, comma-separated (e.g. q_proj,v_proj), or all-linear.",
         json_schema_extra=_meta("advanced", aliases=("lora_target_modules",)))
+    use_dora: bool = Field(False, title="DoRA",
+                           description="Weight-decomposed LoRA: learns each adapted weight's magnitude apart from its "
+                                       "direction; often closer to full fine-tuning at the same rank, ~20-30% slower.",
+                           json_schema_extra=_meta("advanced", aliases=("use_dora",)))
+    use_rslora: bool = Field(False, title="rsLoRA",
+                             description="Rank-stabilised LoRA: scale the update by alpha / √r instead of alpha / r, "
+                                         "so high ranks (32 and up) keep learning.",
+                             json_schema_extra=_meta("advanced", aliases=("use_rslora",)))
 
     @field_validator("target_modules", mode="before")
     @classmethod
@@ -184,8 +198,63 @@ class RLSettings(_Section):
                     "bnpo: over the local batch; cispo / sapo: softer clipping.",
         json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("loss_type",)))
 
+    generation_backend: Literal["transformers", "vllm"] = Field(
+        "transformers", title="Generation backend",
+        description="transformers: generate with the training model (any machine); vllm: generate with vLLM (CUDA "
+                    "GPUs, `pip install vllm`), much faster for long completions; vLLM has not yet run on hardware "
+                    "in the workbench's own tests.",
+        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases={"use_vllm": "vllm"}))
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", title="vLLM placement",
+        description="colocate: vLLM shares each training GPU with the trainer; server: a `trl vllm-serve` process "
+                    "on GPUs of its own (rl.vllm_gpus), started and stopped with the run, the run training on the "
+                    "others.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_mode",)))
+    vllm_gpus: int = Field(1, ge=1, le=64, title="vLLM server GPUs",
+                           description="Server mode: GPUs the vLLM server takes (its tensor-parallel size; it must "
+                                       "divide the model's attention heads). 1 inference + N training GPUs: 1 here "
+                                       "and N processes.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+    vllm_server_host: str = Field("", max_length=255, title="vLLM server address",
+                                  description="Server mode: empty: the run starts the server itself (on machine 0 "
+                                              "when there are several; the others reach it at the main machine "
+                                              "address). Else the host of a `trl vllm-serve` already running, e.g. "
+                                              "on another node; the run then takes no GPUs for it.",
+                                  json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+    vllm_server_port: int = Field(8000, ge=1, le=65535, title="vLLM server port",
+                                  description="Server mode: the server's HTTP port. A server the run starts on one "
+                                              "machine takes the next free port from here, so runs side by side do "
+                                              "not clash.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+    vllm_gpu_memory_utilization: float = Field(
+        0.0, ge=0, le=0.95, title="vLLM GPU memory share",
+        description="The share of each vLLM GPU's memory vLLM reserves for weights and KV cache; 0: 0.3 when "
+                    "colocated (the trainer needs the rest), 0.9 on a server's own GPUs.",
+        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_gpu_memory_utilization",)))
+
+    @field_validator("vllm_server_host", mode="before")
+    @classmethod
+    def _strip(cls, v):
+        return v.strip() if isinstance(v, str) else v
+
+    @property
+    def starts_server(self) -> bool:
+        """A run that starts (and stops) its own vLLM server."""
+        return self.generation_backend == "vllm" and self.vllm_mode == "server" and not self.vllm_server_host
+
+    def _check_vllm(self, run: RunConfig) -> None:
+        if self.generation_backend != "vllm":
+            return
+        if not mode_spec(run.mode).vllm:
+            raise ValueError(f"rl.generation_backend: {run.mode} generates in the workbench's own loop, without "
+                             f"vLLM ({' / '.join(VLLM_MODES)} can use it); choose transformers")
+        if self.vllm_mode == "colocate" and self.vllm_gpus != 1:
+            raise ValueError(f"rl.vllm_gpus: {self.vllm_gpus} GPUs for a vLLM server, and vLLM is colocated with "
+                             "the trainer on the training GPUs; set rl.vllm_mode to server or rl.vllm_gpus to 1")
+        if self.vllm_mode == "colocate" and self.vllm_server_host:
+            raise ValueError("rl.vllm_server_host: colocated vLLM runs inside the training processes and reaches no "
+                             "server; set rl.vllm_mode to server or clear rl.vllm_server_host")
+
     def check(self, run: RunConfig) -> None:
         M = run.mode.upper()
+        self._check_vllm(run)
         if not run.reward_sources:
             raise ValueError(f"reward_sources: {M} learns from rewards; add at least one source "
                              "(e.g. {type: regex, params: {pattern: '<answer>.*?</answer>'}})")
@@ -199,11 +268,14 @@ class RLSettings(_Section):
                              "so it needs at least 2 per prompt")
         per_step = run.per_device_train_batch_size * run.gradient_accumulation_steps * run.world_size
         if per_step % self.num_generations:
+            # a vLLM server's GPUs only generate: the training processes alone share out the groups
+            server = f"; the vLLM server's {self.vllm_gpus} GPU(s) are not training processes" \
+                if self.generation_backend == "vllm" and self.vllm_mode == "server" else ""
             raise ValueError(
                 f"rl.num_generations: {M} samples {self.num_generations} completions per "
                 f"prompt, and each generation batch (batch size × gradient accumulation × processes = "
                 f"{run.per_device_train_batch_size} × {run.gradient_accumulation_steps} × "
-                f"{run.world_size} = {per_step} completions) must hold whole groups of them; make that "
+                f"{run.world_size} = {per_step} completions) must hold whole groups of them{server}; make that "
                 f"product a multiple of {self.num_generations} (e.g. batch size "
                 f"{self.num_generations}) or change rl.num_generations")
 
@@ -346,10 +418,24 @@ class EvalSettings(_Section):
                             description="Examples per device per evaluation step; 0 uses the training batch size "
                                         "(RL modes: prompts answered together; 0: four times the training batch).",
                             json_schema_extra=_meta("advanced"))
-    limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (RL)",
-                       description="GRPO, RLOO, PPO: the first N held-out prompts answered at each evaluation; "
-                                   "0: all of them (each evaluation generates for every one).",
+    limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (generation)",
+                       description="GRPO, RLOO, PPO, and SFT, DPO, KTO generating at evaluation: the first N "
+                                   "held-out prompts answered at each evaluation; 0: all of them (each evaluation "
+                                   "generates for every one).",
                        json_schema_extra=_meta("advanced"))
+    generate: bool = Field(False, title="Generate at evaluation",
+                           description="SFT, DPO, KTO: at each evaluation also answer the held-out prompts greedily "
+                                       "(the first eval.limit) and score the answers: ROUGE-L against the answer the "
+                                       "set gives (SFT: the completion or last assistant turn; DPO: chosen; KTO: "
+                                       "completions labelled good), logged as eval_rouge_l, and by the reward "
+                                       "sources if any (eval_reward, eval_rewards/<source>/mean). GRPO, RLOO and PPO "
+                                       "always do; an RM writes no answers (its evaluation scores held-out chosen "
+                                       "above rejected: eval_accuracy).",
+                           json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
+    max_new_tokens: int = Field(64, ge=1, le=32768, title="Evaluation answer length",
+                                description="Generating at evaluation (SFT, DPO, KTO): the most tokens per answer. "
+                                            "RL modes answer as long as they train (rl.max_completion_length).",
+                                json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
 
     @field_validator("dataset", mode="before")
     @classmethod
@@ -379,6 +465,19 @@ class DataSettings(_Section):
                           description="Take the max-samples rows at random (with the run's seed) instead of the "
                                       "first ones. Training batches are shuffled either way.",
                           json_schema_extra=_meta("advanced"))
+
+    max_row_chars: int = Field(
+        1_000_000, ge=0, le=1_000_000_000, title="Max characters per row",
+        description="A row whose text (every column together) is longer than this is refused with its row number "
+                    "and size before anything loads, or cut down when long rows is truncate: tokenizing one "
+                    "50 MB row takes minutes and gigabytes, and the model sees at most max length tokens anyway. "
+                    "0: no limit.", json_schema_extra=_meta("advanced"))
+    long_rows: Literal["refuse", "truncate"] = Field(
+        "refuse", title="Long rows",
+        description="A row over max characters per row: refuse names it (and every other one) so the file can be "
+                    "fixed; truncate cuts the row to that many characters before tokenizing (the first texts, "
+                    "the prompt, kept whole; the last cut).",
+        json_schema_extra=_meta("advanced"))
 
     chat_template: Literal[TEMPLATE_NAMES] = Field(
         "model", title="Chat template",

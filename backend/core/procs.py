@@ -59,6 +59,41 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
+def processes_of(*argv_items: str) -> list[int]:
+    """Pids of this machine's live processes whose command line holds every one of `argv_items` (e.g. the
+    worker module, a run id and its workspace). How a job's processes are found when some left its process
+    group: torchrun starts each rank in a session of its own. Linux (/proc); elsewhere none are found."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else ():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = {a.decode(errors="replace") for a in argv}
+        if all(item in args for item in argv_items) and (pid := int(entry.name)) != os.getpid() and pid_alive(pid):
+            found.append(pid)
+    return found
+
+
+def kill_groups(pids: list[int], wait_s: float = 10.0) -> list[int]:
+    """SIGKILL each process with its process group (the group it leads, else the process alone), then wait up
+    to `wait_s` for them to go. Returns the pids still alive."""
+    import signal
+
+    for pid in pids:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    end = time.time() + wait_s
+    while (alive := [p for p in pids if pid_alive(p)]) and time.time() < end:
+        time.sleep(0.1)
+    return alive
+
+
 def is_dead(pid: int | None, beat: float | None, started: float | None, grace: float = LAUNCH_GRACE_S,
             stale: float = HEARTBEAT_STALE_S, now: float | None = None) -> bool:
     """Whether a process the store records is gone. Without a pid yet it lives for `grace` after its start

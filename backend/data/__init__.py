@@ -6,10 +6,11 @@ what was expected.
 from backend.data.common import DatasetError
 from backend.data.formats import FormatInfo, detect_format, validate_rows
 from backend.data.options import DataOptions
-from backend.data.prepare import hold_out, prepare_dataset, prepare_eval_dataset, preview
-from backend.data.sources import (BUILTIN_DATASETS, DATA_DIR, FILE_TYPES, load_dataset_spec, register_source,
-                                  save_upload)
+from backend.data.prepare import (GenerationRows, generation_rows, hold_out, prepare_dataset, prepare_eval_dataset,
+                                  preview, split_answer)
+from backend.data.sources import (BUILTIN_DATASETS, DATA_DIR, FILE_TYPES, load_dataset_spec, pinned_spec,
+                                  register_source, save_upload)
 
-__all__ = ["BUILTIN_DATASETS", "DATA_DIR", "FILE_TYPES", "DataOptions", "DatasetError", "FormatInfo", "detect_format",
-           "hold_out", "load_dataset_spec", "prepare_dataset", "prepare_eval_dataset", "preview",
-           "register_source", "save_upload", "validate_rows"]
+__all__ = ["BUILTIN_DATASETS", "DATA_DIR", "FILE_TYPES", "DataOptions", "DatasetError", "FormatInfo", "GenerationRows",
+           "detect_format", "generation_rows", "hold_out", "load_dataset_spec", "pinned_spec", "prepare_dataset",
+           "prepare_eval_dataset", "preview", "register_source", "save_upload", "split_answer", "validate_rows"]

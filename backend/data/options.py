@@ -22,6 +22,8 @@ class DataOptions:
     chat_template: str = "model"  # a name of backend/data/templates.py; model: the model's own
     mix: str = "concat"  # several datasets: concat | interleave
     mix_weights: tuple[float, ...] = ()  # interleave: the share of each dataset (empty: equal)
+    max_row_chars: int = 1_000_000  # 0: no limit
+    long_rows: str = "refuse"  # or truncate
     seed: int = 42
 
     @classmethod
@@ -29,7 +31,66 @@ class DataOptions:
         """A run config's `data` section and seed."""
         d = config.data
         return cls(columns=dict(d.columns), system=d.system, max_samples=d.max_samples, shuffle=d.shuffle,
-                   chat_template=d.chat_template, mix=d.mix, mix_weights=tuple(d.mix_weights), seed=config.seed)
+                   chat_template=d.chat_template, mix=d.mix, mix_weights=tuple(d.mix_weights),
+                   max_row_chars=d.max_row_chars, long_rows=d.long_rows, seed=config.seed)
+
+
+def _chars(value) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_chars(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 0
+
+
+def _cut(value, budget: list[int]):
+    """`value` with its texts cut, in order, to the characters left in `budget` (a one-item list, spent)."""
+    if isinstance(value, str):
+        kept = value[:max(0, budget[0])]
+        budget[0] -= len(kept)
+        return kept
+    if isinstance(value, dict):  # a message keeps its role: only its texts are cut
+        return {k: v if k in _LABELS else _cut(v, budget) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v, budget) for v in value]
+    return value
+
+
+_LABELS = ("role", "from", "name", "type")
+_NAMED = 5  # rows named in a refusal; the count says how many more
+
+
+def bound_rows(ds: datasets.Dataset, options: DataOptions, source: str) -> tuple[datasets.Dataset, str | None]:
+    """Rows over `max_row_chars` characters refused by row number and size, or (long_rows: truncate) each of
+    their texts cut so the row keeps `max_row_chars` in all: the first texts (the prompt) whole, the last (the
+    answer) cut. Checked on the file's rows, before any sampling."""
+    limit = options.max_row_chars
+    if limit <= 0:
+        return ds, None
+    long: list[tuple[int, int]] = []
+    for start in range(0, len(ds), 1000):
+        for i, row in enumerate(_row_dicts(ds, start, 1000), start + 1):
+            if (n := _chars(row)) > limit:
+                long.append((i, n))
+    if not long:
+        return ds, None
+    if options.long_rows == "truncate":
+        rows_cut = {i - 1 for i, _ in long}
+        ds = ds.map(lambda row, idx: _cut(dict(row), [limit]) if idx in rows_cut else row, with_indices=True,
+                    keep_in_memory=True, desc=None)
+        return ds, f"{rows(len(long))} over {limit:,} characters cut to {limit:,} (the last texts first)"
+    named = ", ".join(f"row {i} has {n:,}" for i, n in long[:_NAMED])
+    more = f" (and {len(long) - _NAMED} more)" if len(long) > _NAMED else ""
+    raise DatasetError(f"{source}: {rows(len(long))} longer than data.max_row_chars = {limit:,} characters: "
+                       f"{named}{more}; shorten or drop them, set data.long_rows: truncate to cut them, or raise "
+                       "data.max_row_chars (0: no limit)")
+
+
+def _row_dicts(ds: datasets.Dataset, start: int, n: int) -> list[dict]:
+    batch = ds[start:start + n]
+    return [dict(zip(batch, values)) for values in zip(*batch.values())]
 
 
 def sample(ds: datasets.Dataset, options: DataOptions) -> tuple[datasets.Dataset, str | None]:

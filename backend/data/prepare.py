@@ -3,7 +3,7 @@ and the preview the Train tab shows."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,9 +11,10 @@ from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
 from backend.data.formats import FormatInfo, validate_rows
 from backend.data.mix import mix, split_specs
-from backend.data.options import DataOptions, add_system, map_columns, sample
+from backend.data.options import DataOptions, add_system, bound_rows, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
+from backend.rewards.base import completion_text
 
 if TYPE_CHECKING:
     import datasets
@@ -24,11 +25,12 @@ def _conform(ds: datasets.Dataset, mode: str, source: str, options: DataOptions 
     """The run's data settings applied around the conversion: rows sampled and columns renamed before it (the
     names it reads are the user's choice), the system message after it (into the chat it made)."""
     options = options or DataOptions()
+    ds, cut = bound_rows(ds, options, source)
     ds, sampled = sample(ds, options)
     ds, mapped = map_columns(ds, options.columns, source)
     ds, info = conform(ds, mode, source)
     ds, system = add_system(ds, info, options.system, source)
-    applied = [note for note in (mapped, sampled, system) if note]
+    applied = [note for note in (cut, mapped, sampled, system) if note]
     return ds, replace(info, num_rows=len(ds), mapped=dict(options.columns), applied=applied)
 
 
@@ -72,6 +74,45 @@ def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: d
     if split > 0 and train is not None:
         return hold_out(train, split, seed)
     return train, None
+
+
+def split_answer(messages: list) -> tuple[list, str | None]:
+    """A conversation's turns before its last assistant answer, and that answer's text (None: it ends otherwise,
+    and the whole conversation is the prompt)."""
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        return list(messages[:-1]), completion_text(messages[-1])
+    return list(messages or []), None
+
+
+@dataclass
+class GenerationRows:
+    """An evaluation set as prompts to answer: the prompts, the other columns (what reward sources read) and the
+    answer each prompt asks for (None for a row that gives none, e.g. KTO's answers labelled bad)."""
+    prompts: list
+    columns: dict[str, list]
+    references: list[str | None] | None  # None: the mode's rows name no answer (RL prompts)
+
+
+def generation_rows(ds: datasets.Dataset, mode: str, source: str = "the evaluation set") -> GenerationRows:
+    """What a run generating at evaluation answers and compares with. SFT's `messages` rows are split before their
+    last assistant turn, which becomes the `completion` column, as in prompt / completion rows."""
+    answer_column = MODES[mode].answer_column
+    columns = {c: list(ds[c]) for c in ds.column_names}
+    if "prompt" not in columns and "messages" in columns:
+        split = [split_answer(m) for m in columns.pop("messages")]
+        columns["prompt"] = [p for p, _ in split]
+        columns["completion"] = [a for _, a in split]
+    if "prompt" not in columns:
+        raise DatasetError(f"{source} has no prompts to answer (columns: {', '.join(ds.column_names)}): a plain "
+                           "`text` set is one piece of text per row; generating at evaluation needs messages or "
+                           "prompt / completion rows, or turn eval.generate off")
+    prompts = columns.pop("prompt")
+    references = None
+    if answer_column in columns:
+        good = columns.get("label", [True] * len(prompts))  # KTO: an answer labelled bad is not one to match
+        references = [completion_text(a) if a is not None and ok else None
+                      for a, ok in zip(columns[answer_column], good)]
+    return GenerationRows(prompts, columns, references)
 
 
 def _clip(text: str, limit: int = 200) -> str:

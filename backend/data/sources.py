@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import backend.data.llamafactory as llamafactory
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, DatasetError, short, value_kind
+from backend.data.mix import split_specs
 
 if TYPE_CHECKING:
     import datasets  # imported where a dataset is built: importing the data layer stays light
@@ -100,7 +101,7 @@ def _read_json_lines(text: str, source: str) -> list:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(json.loads(line, object_pairs_hook=_unique_keys(source, f"line {lineno}")))
         except json.JSONDecodeError as e:
             raise DatasetError(f"{source} line {lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
     return rows
@@ -109,7 +110,7 @@ def _read_json_lines(text: str, source: str) -> list:
 def _read_json(text: str, source: str) -> list:
     """A .json file: a list of objects, {"data": [...]}, or JSON lines under the wrong extension."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys(source, "(JSON)"))
     except json.JSONDecodeError as e:
         if text.lstrip().startswith("{") and e.msg == "Extra data":
             return _read_json_lines(text, source)
@@ -123,12 +124,21 @@ def _read_json(text: str, source: str) -> list:
     raise DatasetError(f"{source}: expected a list of objects, got {value_kind(data)}")
 
 
-def _read_csv(path: Path, source: str) -> datasets.Dataset:
+def _read_csv(text: str, source: str) -> datasets.Dataset:
+    import csv
+    import io
+
     import pandas as pd
 
+    header = next(csv.reader(io.StringIO(text)), [])
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:  # pandas would rename the second one `name.1` and train on the first silently
+        raise DatasetError(f"{source} line 1: the column name{'s' if len(twice) > 1 else ''} "
+                           f"{', '.join(f'`{c}`' for c in twice)} appear{'' if len(twice) > 1 else 's'} more than "
+                           "once in the header; give each column its own name")
     try:
-        df = pd.read_csv(path, keep_default_na=False, dtype=object)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        df = pd.read_csv(io.StringIO(text), keep_default_na=False, dtype=object)
+    except (ValueError, pd.errors.ParserError) as e:
         raise DatasetError(f"{source}: not a readable CSV file ({short(e)})") from None
     rows = df.to_dict("records")
     for column in df.columns:
@@ -182,14 +192,35 @@ def _read_file(path: Path, source: str) -> datasets.Dataset:
             return datasets.Dataset(pq.read_table(path))
         except Exception as e:
             raise DatasetError(f"{source}: not a readable Parquet file ({short(e)})") from None
+    text = _read_text(path, source)
     if suffix == ".csv":
-        return _read_csv(path, source)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DatasetError(f"{source}: not UTF-8 text") from None
+        return _read_csv(text, source)
     rows = _read_json_lines(text, source) if suffix == ".jsonl" else _read_json(text, source)
     return _rows_to_dataset(rows, source)
+
+
+def _read_text(path: Path, source: str) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DatasetError(f"{source} line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column}); "
+                           "save the file as UTF-8") from None
+
+
+def _unique_keys(source: str, where: str):
+    """A json object_pairs_hook that refuses an object naming one key twice (json keeps the last silently)."""
+    def hook(pairs):
+        keys = [k for k, _ in pairs]
+        if len(set(keys)) < len(keys):
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            raise DatasetError(f"{source} {where}: the key{'s' if len(twice) > 1 else ''} "
+                               f"{', '.join(f'`{k}`' for k in twice)} appear{'' if len(twice) > 1 else 's'} "
+                               "twice in one object; keep one of each")
+        return dict(pairs)
+    return hook
 
 
 def _read_saved(path: Path, source: str) -> datasets.Dataset:
@@ -239,6 +270,23 @@ def _find_path(spec: str, workspace: Path | None) -> Path | None:
     given = Path(spec).expanduser()
     bases = [Path(workspace)] if workspace and not given.is_absolute() else []
     return next((c for c in [b / given for b in bases] + [given] if c.exists()), None)
+
+
+def pinned_spec(spec: str, workspace: Path | None) -> str:
+    """`spec` with each relative path found outside the workspace (from the current directory) made absolute:
+    the worker runs from elsewhere and would not find it. Built-in names, Hub ids and workspace files stay."""
+    if not (spec or "").strip():
+        return spec
+    parts = split_specs(spec, workspace)
+    pinned = []
+    for part in parts:
+        given = Path(part).expanduser()
+        in_workspace = workspace is not None and (Path(workspace) / given).exists()
+        if part in BUILTIN_DATASETS or given.is_absolute() or in_workspace or not given.exists():
+            pinned.append(part)
+        else:
+            pinned.append(str(given.resolve()))
+    return ", ".join(pinned) if len(parts) > 1 else (pinned[0] if pinned else spec)
 
 
 def data_folder_datasets(spec: str, workspace: Path | None) -> list[str]:
@@ -309,13 +357,15 @@ def load_dataset_spec(spec: str, workspace: Path | None = None) -> datasets.Data
 
 def save_upload(src_path: str | Path, workspace: Path) -> Path:
     """Copy an uploaded file into workspace/uploads/ under its own name (name-1.ext etc. when a different
-    file already has it; the same content again reuses the earlier copy) and return the copy's path."""
+    file already has it; the same content again reuses the earlier copy) and return the copy's path. A file
+    that cannot be read as a table (DatasetError, naming its line) is not copied."""
     src = Path(src_path)
     if not src.is_file():
         raise DatasetError(f"uploaded file {src} not found")
     name = src.name.strip()
     if Path(name).suffix.lower() not in FILE_TYPES:
         raise DatasetError(f"{name}: unsupported file type; upload one of {', '.join(FILE_TYPES)}")
+    _read_file(src, name)  # an unreadable file is refused, not kept in uploads/ and selected
     uploads = Path(workspace).resolve() / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
     if src.resolve().parent == uploads:

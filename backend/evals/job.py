@@ -107,12 +107,10 @@ def load_rows(store: RunStore, spec: EvalSpec) -> tuple[list[dict], str]:
 def _split_messages(rows: list[dict]) -> None:
     """A `messages` set (SFT): the turns before the last assistant answer are the prompt, that answer the
     reference."""
+    from backend.data import split_answer
+
     for r in rows:
-        msgs = r.get("messages") or []
-        if msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
-            r["prompt"], r["answer"] = msgs[:-1], msgs[-1].get("content", "")
-        else:
-            r["prompt"], r["answer"] = msgs, None
+        r["prompt"], r["answer"] = split_answer(r.get("messages") or [])
 
 
 def plan(store: RunStore, spec: EvalSpec) -> Plan:

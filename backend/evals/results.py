@@ -125,16 +125,71 @@ def table_rows(summary: Summary) -> tuple[list[str], list[list]]:
     for result in summary.models:
         row = [result.label, result.answered]
         for c in summary.columns:
-            cell = result.cells[c]
-            ci = f" [{_num(cell.low)}, {_num(cell.high)}]" if cell.low is not None else ""
-            row.append(_num(cell.mean) + ci)
+            row.append(cell_text(result.cells[c]))
             if c in summary.binary and summary.samples > 1:
-                row.append(_num(cell.pass_at_k))
+                row.append(_num(result.cells[c].pass_at_k))
         if summary.judge:
-            row.append("baseline" if result.index == 0 else
-                       f"{_num(result.win_rate, 2)} ({result.wins} / {result.ties} / {result.losses})")
+            row.append(win_text(result))
         out.append(row)
     return header, out
+
+
+def cell_text(cell: Cell) -> str:
+    """`mean [low, high]` (the 95% interval, where there are two prompts or more)."""
+    return _num(cell.mean) + (f" [{_num(cell.low)}, {_num(cell.high)}]" if cell.low is not None else "")
+
+
+def win_text(result: ModelResult) -> str:
+    return "baseline" if result.index == 0 else \
+        f"{_num(result.win_rate, 2)} ({result.wins} / {result.ties} / {result.losses})"
+
+
+# ---- runs side by side ----
+
+@dataclass
+class RunEvaluation:
+    """A run's place in one evaluation: the evaluation, its summary, and the run's model among its models."""
+    evaluation: object  # store.Evaluation
+    summary: Summary
+    index: int
+
+    @property
+    def result(self) -> ModelResult:
+        return self.summary.models[self.index]
+
+
+def comparison_rows(found: list[RunEvaluation | None]) -> list[tuple[str, list[str]]]:
+    """(row, a value per run) for runs compared side by side, each by its latest evaluation: which one, on what,
+    as which model, each scorer's mean with its 95% interval, and the win rate against that evaluation's
+    baseline. Scorers a run's evaluation lacks show "—"."""
+    if not any(found):
+        return []
+    columns = list(dict.fromkeys(c for f in found if f for c in f.summary.columns))
+
+    def each(value) -> list[str]:
+        return [value(f) if f else "—" for f in found]
+    rows = [("evaluation", each(lambda f: f"{f.evaluation.name} · {f.evaluation.id}")),
+            ("evaluation set", each(lambda f: f.evaluation.spec.dataset)),
+            ("evaluated model", each(lambda f: f.result.label)),
+            ("rows answered", each(lambda f: str(f.result.answered)))]
+    rows += [(c, each(lambda f, c=c: cell_text(f.result.cells[c]) if c in f.result.cells else "—")) for c in columns]
+    rows.append(("win rate (win / tie / loss)", each(
+        lambda f: "—" if not f.summary.judge else
+        win_text(f.result) + ("" if f.index == 0 else f" vs {f.summary.models[0].label}, by {f.summary.judge}"))))
+    return rows
+
+
+def comparison_record(f: RunEvaluation | None) -> dict | None:
+    """One run's latest evaluation as plain data (`launch.py compare --json`)."""
+    if f is None:
+        return None
+    r, base = f.result, f.summary.models[0]
+    return {"id": f.evaluation.id, "name": f.evaluation.name, "dataset": f.evaluation.spec.dataset,
+            "model": r.label, "baseline": base.label, "rows": r.answered, "judge": f.summary.judge,
+            "scores": {c: {"mean": cell.mean, "low": cell.low, "high": cell.high, "scored": cell.scored}
+                       for c, cell in r.cells.items()},
+            **({"win_rate": r.win_rate, "wins": r.wins, "ties": r.ties, "losses": r.losses}
+               if f.summary.judge and f.index > 0 else {})}
 
 
 def format_table(summary: Summary) -> str:

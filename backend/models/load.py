@@ -38,7 +38,8 @@ def load_tokenizer(path: str | Path, chat_template: str | None = None):
 
 
 def load_causal_lm(path: str | Path, dtype=None, **kwargs):
-    """AutoModelForCausalLM for a resolved model; dtype defaults to float32 (bf16 is slow on CPU)."""
+    """AutoModelForCausalLM for a resolved model; dtype defaults to float32 (bf16 is slow on CPU); `kwargs` go to
+    from_pretrained (a quantization config and device map for QLoRA)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -49,14 +50,15 @@ def load_causal_lm(path: str | Path, dtype=None, **kwargs):
         raise ModelError(f"could not load a causal language model from {path}: {e}") from e
 
 
-def load_sequence_classifier(path: str | Path, tokenizer, dtype=None, num_labels: int | None = 1):
+def load_sequence_classifier(path: str | Path, tokenizer, dtype=None, num_labels: int | None = 1, **kwargs):
     """AutoModelForSequenceClassification with `num_labels` outputs (None: as the checkpoint has it); a head the
-    checkpoint lacks is new and random, so seed first."""
+    checkpoint lacks is new and random, so seed first. `kwargs` go to from_pretrained (a quantization config)."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
     labels = {"num_labels": num_labels} if num_labels is not None else {}
-    model = AutoModelForSequenceClassification.from_pretrained(str(path), dtype=dtype or torch.float32, **labels)
+    model = AutoModelForSequenceClassification.from_pretrained(str(path), dtype=dtype or torch.float32, **labels,
+                                                               **kwargs)
     model.config.pad_token_id = tokenizer.pad_token_id  # the classifier scores the last non-pad token
     return model
 

@@ -5,13 +5,13 @@ With LoRA there is no second model: the reference is the same weights with the a
 from trl import DPOConfig, DPOTrainer
 
 from backend.models import load_causal_lm
-from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> DPOTrainer:
     c = ctx.config
     args = trainer_args(ctx, DPOConfig, max_length=c.max_length, beta=c.dpo.beta, loss_type=[c.dpo.loss_type])
     tokenizer = ctx.tokenizer()
-    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return DPOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,
                       eval_dataset=ctx.eval_dataset, processing_class=tokenizer, peft_config=lora_config(c))

@@ -6,7 +6,7 @@ with the adapter switched off.
 from trl import KTOConfig, KTOTrainer
 
 from backend.models import load_causal_lm
-from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> KTOTrainer:
@@ -14,6 +14,6 @@ def build_trainer(ctx: TrainContext) -> KTOTrainer:
     args = trainer_args(ctx, KTOConfig, max_length=c.max_length, beta=c.kto.beta, loss_type=c.kto.loss_type,
                         desirable_weight=c.kto.desirable_weight, undesirable_weight=c.kto.undesirable_weight)
     tokenizer = ctx.tokenizer()
-    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return KTOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,
                       eval_dataset=ctx.eval_dataset, processing_class=tokenizer, peft_config=lora_config(c))

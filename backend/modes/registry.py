@@ -30,6 +30,8 @@ class ModeSpec:
     keeps_extra_columns: bool = True  # extra dataset columns reach the trainer (reward functions read them)
     label_format: Literal["sft", "dpo", "kto"] = "dpo"  # what it reads from a labeling session
     ddp_only: bool = False  # its own training loop shards with DDP only (no FSDP / DeepSpeed)
+    vllm: bool = False  # its TRL trainer can generate with vLLM (use_vllm)
+    answer_column: str = ""  # the column holding the answer its data asks for (what generated answers match)
     # memory: the trainer computes log-probs in tiles without the (batch, length, vocab) logits (TRL 1.16)
     fused_logits: bool = False
     reference_model: bool = False  # full fine-tuning keeps a frozen copy (LoRA: the adapter switched off)
@@ -49,7 +51,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion")),
                       ("text", ("text",))),
              metrics=("entropy", "mean_token_accuracy", "num_tokens"),
-             evaluable=True, keeps_extra_columns=False, label_format="sft"),
+             evaluable=True, keeps_extra_columns=False, label_format="sft", answer_column="completion"),
     ModeSpec("rm", "reward modelling", "backend.modes.rm",
              formats=(("preference", ("chosen", "rejected")),),
              metrics=("accuracy", "margin", "mean_reward"),
@@ -57,12 +59,13 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
              metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                       "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
-             sections=("dpo",), evaluable=True, fused_logits=True, reference_model=True),
+             sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True, reference_model=True),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
-             sections=("kto",), evaluable=True, label_format="kto", reference_model=True),
+             sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
+             reference_model=True),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
@@ -70,16 +73,19 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True, reference_model=True),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             fused_logits=True, reference_model=True),
+             vllm=True, fused_logits=True, reference_model=True),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             reference_model=True),
+             vllm=True, reference_model=True),
 )}
 
 ALL_MODES = tuple(MODES)
 RL_MODES = tuple(m.name for m in MODES.values() if m.online_rl)
 EVAL_MODES = tuple(m.name for m in MODES.values() if m.evaluable)
 GROUP_MODES = tuple(m.name for m in MODES.values() if m.groups_completions)
+VLLM_MODES = tuple(m.name for m in MODES.values() if m.vllm)
+# Loss-evaluated modes that write answers: they may also generate at evaluation (eval.generate)
+GENERATING_EVAL_MODES = tuple(m.name for m in MODES.values() if m.evaluable and m.writes_answers)
 
 
 def mode_spec(name: str) -> ModeSpec:

@@ -22,11 +22,13 @@ _PROMPT_CHARS = 2000
 
 def rl_args(ctx: TrainContext, args_cls, reward_weights: list[float], **mode_kwargs):
     """The trainer arguments of an online RL mode: the schema's `rl` section on top of the common ones."""
+    from backend.runs.gpus import vllm_trainer_args
+
     rl = ctx.config.rl
     return trainer_args(ctx, args_cls, num_generations=rl.num_generations,
                         max_completion_length=rl.max_completion_length, temperature=rl.temperature,
                         top_p=rl.top_p, beta=rl.beta, reward_weights=reward_weights, log_completions=False,
-                        **mode_kwargs)
+                        **vllm_trainer_args(ctx.config), **mode_kwargs)
 
 
 def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:

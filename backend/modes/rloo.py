@@ -5,7 +5,7 @@ from trl import RLOOConfig, RLOOTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.rl_common import reward_functions, rl_args
-from backend.modes.training import TrainContext, lora_config, model_dtype
+from backend.modes.training import TrainContext, lora_config, model_kwargs
 
 
 def build_trainer(ctx: TrainContext) -> RLOOTrainer:
@@ -13,6 +13,6 @@ def build_trainer(ctx: TrainContext) -> RLOOTrainer:
     reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, RLOOConfig, weights)
     tokenizer = ctx.tokenizer()
-    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return RLOOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
                        processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

@@ -8,7 +8,7 @@ from transformers import set_seed
 from trl import RewardConfig, RewardTrainer
 
 from backend.models import load_sequence_classifier
-from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> RewardTrainer:
@@ -16,7 +16,7 @@ def build_trainer(ctx: TrainContext) -> RewardTrainer:
     args = trainer_args(ctx, RewardConfig, max_length=c.max_length)
     tokenizer = ctx.tokenizer()
     set_seed(c.seed)  # the score head is initialised at random when the model loads
-    model = load_sequence_classifier(ctx.model_path, tokenizer, dtype=model_dtype(c))
+    model = load_sequence_classifier(ctx.model_path, tokenizer, **model_kwargs(c))
     # task_type SEQ_CLS makes PEFT train and save the score head in full (modules_to_save)
     return RewardTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,
                          processing_class=tokenizer, peft_config=lora_config(c, task_type="SEQ_CLS"))

@@ -2,7 +2,7 @@
 from trl import SFTConfig, SFTTrainer
 
 from backend.models import load_causal_lm
-from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
+from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
 
 
 def build_trainer(ctx: TrainContext) -> SFTTrainer:
@@ -10,6 +10,6 @@ def build_trainer(ctx: TrainContext) -> SFTTrainer:
     args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free,
                         train_sampling_strategy="group_by_length" if c.group_by_length else "random")
     tokenizer = ctx.tokenizer()
-    model = load_causal_lm(ctx.model_path, dtype=model_dtype(c))
+    model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,
                       processing_class=tokenizer, peft_config=lora_config(c))

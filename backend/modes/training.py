@@ -62,6 +62,22 @@ def model_dtype(config: RunConfig) -> torch.dtype:
     return torch.float32
 
 
+def model_kwargs(config: RunConfig) -> dict:
+    """`from_pretrained` arguments for the trained model: its dtype and, for QLoRA, the 4-bit base (NF4 with
+    double quantization, computing in the run's precision) placed on this process's GPU."""
+    kwargs = {"dtype": model_dtype(config)}
+    if config.quantization == "4bit":
+        from transformers import BitsAndBytesConfig
+
+        compute = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(resolved_precision(config), torch.float32)
+        kwargs.update(quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                             bnb_4bit_use_double_quant=True,
+                                                             bnb_4bit_compute_dtype=compute,
+                                                             bnb_4bit_quant_storage=compute),
+                      device_map={"": int(os.environ.get("LOCAL_RANK", "0"))})  # a 4-bit base loads onto its GPU
+    return kwargs
+
+
 AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (transformers reads <1 as a ratio)
 
 
@@ -81,6 +97,7 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
         fp16=precision == "fp16",
         use_cpu=not torch.cuda.is_available(),
         gradient_checkpointing=c.gradient_checkpointing,
+        use_liger_kernel=c.use_liger_kernel,
         lr_scheduler_type=c.lr_scheduler_type,
         warmup_steps=c.warmup_steps,
         weight_decay=c.weight_decay,
@@ -102,7 +119,7 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
 
 def eval_settings(ctx: TrainContext) -> dict:
     """Evaluation every `eval.steps` steps; 0 leaves it to `evaluate_at_end`."""
-    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: rl_eval.GenerationEval instead
+    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: generation_eval.GenerationEval instead
         return {}
     e = ctx.config.eval
     return {"eval_strategy": "steps" if e.steps else "no", "eval_steps": e.steps or None,
@@ -129,17 +146,24 @@ def lora_config(config: RunConfig, task_type: str = "CAUSAL_LM"):
         lora_alpha=config.lora.alpha,
         lora_dropout=config.lora.dropout,
         target_modules="all-linear" if modules == ["all-linear"] else modules,
+        use_dora=config.lora.use_dora,
+        use_rslora=config.lora.use_rslora,
         task_type=task_type,
     )
 
 
 def peak_memory() -> dict[str, float]:
-    """This process's peak memory so far, in GiB: resident set, and on a GPU the most torch has allocated."""
+    """This process's peak memory so far, in GiB: resident set, and on a GPU the most torch has allocated and
+    the GPU's utilisation now (percent busy, when NVML can tell)."""
     import resource
 
     out = {"memory/peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB on Linux
     if torch.cuda.is_available():
         out["memory/gpu_peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
+        try:
+            out["gpu/utilization"] = float(torch.cuda.utilization())
+        except Exception:  # noqa: BLE001 - no pynvml / NVML here: the memory figure still counts
+            pass
     return out
 
 

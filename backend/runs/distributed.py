@@ -4,13 +4,13 @@ this module only says what to ask it for, and refuses combinations before a proc
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import yaml
 
 from backend.config import RunConfig
 from backend.modes.registry import mode_spec, modes_where
+from backend.runs import gpus
 
 # FSDP2 wraps each decoder layer, and gathers a full state dict so the adapter saves as a plain PEFT folder.
 _FSDP = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
@@ -58,10 +58,11 @@ def check(config: RunConfig, workspace: Path) -> list[str]:
     if d.accelerate_config:
         errors += _check_accelerate_file(config, accelerate_config_path(config, workspace))
     errors += _check_process_count(config)
-    if d.strategy != "ddp" and not _has_gpu():
+    errors += gpus.check(config)
+    if d.strategy != "ddp" and not gpus.machine().gpus:
         errors.append(f"distributed.strategy: {d.strategy} shards the model across GPUs and this machine has none "
                       "(accelerate would quietly run plain ddp on the CPU); choose ddp here")
-    if d.strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+    if d.strategy == "deepspeed" and not gpus.machine().has("deepspeed"):
         errors.append("distributed.strategy: DeepSpeed is not installed in this environment; "
                       "`pip install deepspeed` (on the GPU machines), or choose fsdp or ddp")
     if d.strategy != "ddp" and mode_spec(config.mode).ddp_only:
@@ -75,10 +76,8 @@ def local_slots() -> tuple[int, str]:
     """How many processes this machine can run one each of: its GPUs, else its CPU cores."""
     import os
 
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.device_count(), "GPUs"
+    if gpus.machine().gpus:
+        return gpus.machine().gpus, "GPUs"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cores, "CPU cores"
 
@@ -91,12 +90,6 @@ def _check_process_count(config: RunConfig) -> list[str]:
         return [f"num_processes: {config.num_processes} processes per machine, and this machine has {slots} {what} "
                 f"(one process each); choose at most {slots}"]
     return []
-
-
-def _has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _check_accelerate_file(config: RunConfig, path: Path) -> list[str]:

@@ -21,14 +21,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.config import ConfigError, RunConfig
-from backend.core.procs import REPO_ROOT, Heartbeat, is_dead, job_args, pid_alive, spawn_detached
+from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_groups, pid_alive, processes_of,
+                                spawn_detached)
 from backend.modes.registry import mode_spec
+from backend.runs import gpus
 from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
     from backend.data import FormatInfo
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
+# On a GPU machine the free GPUs bound the runs side by side; the count above binds them there only when it is
+# set, or while an evaluation holds the slot.
+_COUNT_SET = "WORKBENCH_MAX_CONCURRENT" in os.environ
 log = logging.getLogger(__name__)
 
 
@@ -49,8 +54,9 @@ def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
-    from backend.data import DataOptions, DatasetError, prepare_dataset, prepare_eval_dataset
+    from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
     from backend.models import ModelError, check_model, unknown_modules
+    from backend.rewards import validate_sources
 
     errors = []
     try:
@@ -67,16 +73,22 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         dataset = None
         errors.append(f"dataset: {e}")
     else:
-        if config.reward_sources:
-            from backend.rewards import validate_sources
-
+        if config.reward_sources and mode_spec(config.mode).online_rl:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
-        prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset, workspace=workspace,
-                             options=DataOptions.of(config))
+        eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
+                                            workspace=workspace, options=DataOptions.of(config))[1]
     except DatasetError as err:
+        eval_dataset = None
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
+    if e.generate and eval_dataset is not None and not mode_spec(config.mode).online_rl:
+        try:  # sft / dpo / kto score only what they generate at evaluation: the sources read those rows
+            rows = generation_rows(eval_dataset, config.mode)
+        except DatasetError as err:
+            errors.append(f"eval.generate: {err}")
+        else:
+            errors += validate_sources(config.reward_sources, ["prompt", *rows.columns], workspace)
     if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
@@ -96,10 +108,22 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
     if check:
         preflight(config, store.workspace)
-    run = store.create_run(config)
-    (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(config))
+    run = store.create_run(pin_paths(config, store.workspace))
+    (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(run.config))
     dispatch(store)
     return store.get_run(run.id)
+
+
+def pin_paths(config: RunConfig, workspace: Path) -> RunConfig:
+    """The config with dataset files given relative to the current directory made absolute, as preflight found
+    them: the worker runs from the repository root."""
+    from backend.data import pinned_spec
+
+    dataset, eval_dataset = pinned_spec(config.dataset, workspace), pinned_spec(config.eval.dataset, workspace)
+    if (dataset, eval_dataset) == (config.dataset, config.eval.dataset):
+        return config
+    return config.model_copy(update={"dataset": dataset,
+                                     "eval": config.eval.model_copy(update={"dataset": eval_dataset})})
 
 
 def _config_yaml(config: RunConfig) -> str:
@@ -186,17 +210,52 @@ def resume_checkpoint(store: RunStore, run: Run) -> str | None:
 
 
 def _claim_next(store: RunStore) -> str | None:
+    gpu_ids = gpus.machine().gpu_ids
     with store.transaction() as db:
-        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + slot_holders(db)
-        if running >= MAX_CONCURRENT:
+        others = slot_holders(db)
+        running = db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0] + others
+        if running >= MAX_CONCURRENT and (not gpu_ids or others or _COUNT_SET):
             return None
+        if gpu_ids:
+            return _claim_gpus(store, db, gpu_ids)
         row = db.execute("SELECT id FROM runs WHERE status='queued' ORDER BY created_at LIMIT 1").fetchone()
         if row is None:
             return None
-        now = time.time()
-        db.execute("UPDATE runs SET status='running', started_at=?, heartbeat_at=? WHERE id=?",
-                   (now, now, row[0]))
+        _mark_started(db, row[0], ())
         return row[0]
+
+
+def _mark_started(db, run_id: str, held: tuple[str, ...]) -> None:
+    now = time.time()
+    db.execute("UPDATE runs SET status='running', started_at=?, heartbeat_at=?, gpus=?, waiting='' WHERE id=?",
+               (now, now, ",".join(held), run_id))
+
+
+def _claim_gpus(store: RunStore, db, gpu_ids: tuple[str, ...]) -> str | None:
+    """The oldest queued run that can start, with the lowest free GPUs it needs. Runs start in order: while the
+    oldest waits for GPUs the younger ones wait behind it (a stream of small runs cannot starve a large one),
+    each with why. A run that needs more GPUs than the machine has fails at once, so it holds up no queue."""
+    holders = {g: row["name"] for row in db.execute("SELECT name, gpus FROM runs WHERE status='running'")
+               for g in row["gpus"].split(",") if g}
+    queued = []
+    for row in db.execute("SELECT * FROM runs WHERE status='queued' ORDER BY created_at").fetchall():
+        run = RunStore._row_to_run(row)
+        if (need := gpus.gpus_needed(run.config)) > len(gpu_ids):
+            db.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE id=?",
+                       (time.time(), f"the run {gpus.waiting_reason(need, gpu_ids, holders)}", run.id))
+        else:
+            queued.append(run)
+    for i, run in enumerate(queued):
+        need = gpus.gpus_needed(run.config)
+        got = gpus.allocate(need, gpu_ids, set(holders))
+        if got is not None:
+            _mark_started(db, run.id, got)
+            return run.id
+        why = gpus.waiting_reason(need, gpu_ids, holders)
+        for waiting, text in [(run, why), *((r, f"queued behind {run.name}, which is {why}") for r in queued[i + 1:])]:
+            db.execute("UPDATE runs SET waiting=? WHERE id=? AND waiting<>?", (text, waiting.id, text))
+        return None
+    return None
 
 
 def dispatch(store: RunStore) -> list[str]:
@@ -240,11 +299,21 @@ def stop_run(store: RunStore, run_id: str, force: bool = False) -> str:
     if run.status != "running":
         return run.status
     store.request_stop(run_id)
-    if force and run.pid and pid_alive(run.pid):
-        os.killpg(run.pid, signal.SIGKILL)
-        store.finish_run(run_id, "stopped", error="killed on request before it could save")
-        return "stopped"
-    return "stopping"
+    if not force:
+        return "stopping"
+    left = kill_groups(run_processes(store, run))
+    why = "killed on request before it could save"
+    if left:
+        why += f"; processes {', '.join(map(str, left))} did not end"
+    store.finish_run(run_id, "stopped", error=why)
+    return "stopped"
+
+
+def run_processes(store: RunStore, run: Run) -> list[int]:
+    """Every process of a run on this machine: the supervisor (its group holds accelerate's launcher) and each
+    rank of the worker, which torchrun starts in sessions of their own."""
+    ranks = processes_of("backend.runs.worker", run.id, str(store.workspace))
+    return [p for p in [run.pid, run.worker_pid, *ranks] if p and pid_alive(p)]
 
 
 def delete_runs(store: RunStore, run_ids: list[str]) -> list[str]:
@@ -271,14 +340,28 @@ def supervise(run_id: str, workspace: str) -> int:
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
     beat = Heartbeat(lambda: store.heartbeat(run_id)).start()
-    rc = 1
+    rc, server = 1, None
     try:
+        plan = gpus.plan_launch(run.config, run.gpu_ids)
         with open(log_path(store, run_id), "ab") as log:
+            if plan.server_gpus:
+                try:
+                    server = _start_server(store, run, plan)
+                except Exception as e:  # noqa: BLE001 - e.g. the model is gone: the run fails saying so
+                    store.finish_run(run_id, "failed", error=f"the vLLM server could not start: {e}")
+                    raise
+            if line := plan.describe():
+                log.write(f"{line}\n".encode())
+                log.flush()
             proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                    env=dict(os.environ, **plan.train_env()))
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
-            rc = proc.wait()
+            rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
+                run_id, "failed", error=server.death_message()))
     finally:
+        if server is not None:
+            server.stop()
         beat.stop()
         ended = store.get_run(run_id)
         if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
@@ -287,6 +370,14 @@ def supervise(run_id: str, workspace: str) -> int:
             store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
         dispatch(store)
     return rc
+
+
+def _start_server(store: RunStore, run: Run, plan: gpus.LaunchPlan) -> gpus.ServerProcess:
+    """The run's vLLM server (`trl vllm-serve`) on its own GPUs; the trainer waits for it to answer."""
+    from backend.models import resolve_model
+
+    command = plan.server_command(run.config, resolve_model(run.config.model))
+    return gpus.ServerProcess(command, plan.server_env(), store.run_dir(run.id) / "vllm.log").start()
 
 
 _SIGNAL_HINTS = {"SIGKILL": " (out of memory?)", "SIGSEGV": " (a crash in native code)"}

@@ -62,7 +62,9 @@ CREATE TABLE IF NOT EXISTS runs (
     adapter_path TEXT,
     note TEXT NOT NULL DEFAULT '',      -- the user's free text (added by _migrate to older workspaces)
     attempt INTEGER NOT NULL DEFAULT 1, -- 1, then one more per resume (added by _migrate too)
-    resumed_step INTEGER NOT NULL DEFAULT 0  -- the checkpoint's step this attempt started from (pace, ETA)
+    resumed_step INTEGER NOT NULL DEFAULT 0,  -- the checkpoint's step this attempt started from (pace, ETA)
+    gpus TEXT NOT NULL DEFAULT '',      -- the GPUs the run holds (held while running), comma-separated
+    waiting TEXT NOT NULL DEFAULT ''    -- why a queued run has not started (GPUs busy)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -141,11 +143,17 @@ class Run:
     note: str = ""
     attempt: int = 1
     resumed_step: int = 0
+    gpus: str = ""
+    waiting: str = ""
     extra: dict = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
         return self.status in ACTIVE
+
+    @property
+    def gpu_ids(self) -> tuple[str, ...]:
+        return tuple(g for g in self.gpus.split(",") if g)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("config", "extra")}
@@ -270,6 +278,7 @@ class RunStore:
         d["note"] = d.get("note") or ""
         d["attempt"] = d.get("attempt") or 1
         d["resumed_step"] = d.get("resumed_step") or 0
+        d["gpus"], d["waiting"] = d.get("gpus") or "", d.get("waiting") or ""
         return Run(**d)
 
     def get_run(self, run_id: str) -> Run:
@@ -319,7 +328,7 @@ class RunStore:
                 db.execute(f"DELETE FROM {table} WHERE run_id=? AND step>?", (run_id, from_step))
             db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, resumed_step=?, error=NULL, "
                        "finished_at=NULL, started_at=NULL, train_started_at=NULL, pid=NULL, worker_pid=NULL, "
-                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL WHERE id=?",
+                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL, gpus='', waiting='' WHERE id=?",
                        (from_step, from_step, run_id))
         return self.get_run(run_id)
 
@@ -455,7 +464,8 @@ def _migrate(db: sqlite3.Connection) -> None:
     """Columns added after a workspace was made: added when missing, so older workspaces open as they are."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
-             "resumed_step": "INTEGER NOT NULL DEFAULT 0"}
+             "resumed_step": "INTEGER NOT NULL DEFAULT 0", "gpus": "TEXT NOT NULL DEFAULT ''",
+             "waiting": "TEXT NOT NULL DEFAULT ''"}
     for name, kind in added.items():
         if name in columns:
             continue

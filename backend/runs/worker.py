@@ -42,7 +42,6 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset
         from backend.models import resolve_model
         from backend.modes import mode_module
-        from backend.modes.registry import mode_spec
         from transformers import PrinterCallback
 
         from backend.modes.training import StoreCallback, TrainContext, evaluate_at_end
@@ -77,10 +76,9 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             print(f"machine {config.distributed.machine_rank} of {config.distributed.num_machines}: metrics, "
                   f"samples and the adapter are recorded on machine 0", flush=True)
         trainer.add_callback(callback)
-        if mode_spec(config.mode).online_rl:
-            from backend.modes.rl_eval import add_generation_eval
+        from backend.modes.generation_eval import add_generation_eval
 
-            add_generation_eval(trainer, ctx)
+        add_generation_eval(trainer, ctx)  # RL runs, and sft / dpo / kto with eval.generate
         trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
         from backend.runs.jobs import resume_checkpoint
 

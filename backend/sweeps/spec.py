@@ -34,7 +34,7 @@ NOT_SEARCHED = {
              "them in the base config" for path, _ in field_paths() if path.startswith("eval.")},
 }
 COMMON_METRICS = ("loss", "grad_norm", "learning_rate", "train_loss")  # every trainer; each mode's own: registry
-_HIGHER_IS_BETTER = ("reward", "accuracy", "accuracies", "margin", "margins", "score", "scores")
+_HIGHER_IS_BETTER = ("reward", "accuracy", "accuracies", "margin", "margins", "score", "scores", "rouge")
 
 
 class _Strict(BaseModel):
@@ -178,13 +178,16 @@ def objective_metrics(config: RunConfig) -> list[str]:
     names = [*COMMON_METRICS, *spec.metrics]
     if config.eval.enabled and not spec.online_rl:  # the trainer's own metrics on the evaluation set
         names += [f"eval_{n}" for n in ("loss", *spec.metrics)]
-    if spec.online_rl and config.reward_sources:
+    generates = config.eval.enabled and (spec.online_rl or config.eval.generate)  # greedy held-out answers
+    if generates and spec.answer_column:
+        names.append("eval_rouge_l")
+    if config.reward_sources:
         from backend.rewards.spec import source_names
 
-        names += ["eval_reward"] if config.eval.enabled else []  # greedy answers on held-out prompts (rl_eval)
+        names += ["eval_reward"] if generates else []
         for n in source_names(config.reward_sources):
-            names += [f"rewards/{n}/mean", f"rewards/{n}/std"]
-            names += [f"eval_rewards/{n}/mean"] if config.eval.enabled else []
+            names += [f"rewards/{n}/mean", f"rewards/{n}/std"] if spec.online_rl else []
+            names += [f"eval_rewards/{n}/mean"] if generates else []
     return names
 
 

@@ -110,3 +110,45 @@ def test_options_without_a_command_start_the_ui():
     route = lambda *argv: parser.parse_args(launch.with_default_command(parser, list(argv))).command  # noqa: E731
     assert route() == "ui" and route("--port", "7861") == "ui"
     assert route("--workspace", "/tmp/w", "runs") == "runs" and route("compare", "a", "b") == "compare"
+
+
+def test_compared_runs_show_their_latest_evaluation_with_intervals_and_win_rates(tmp_path):
+    from backend import evals
+    from backend.evals.store import Answer, create_eval, finish_eval, save_answers
+
+    store = RunStore(tmp_path)
+    a, b, c = (store.create_run(build_config({"name": n})) for n in ("a", "b", "never-evaluated"))
+
+    def evaluation(models, labels, scores, status="completed"):
+        spec = evals.build_spec({"models": models, "dataset": "demo-math",
+                                 "scorers": [{"type": "exact_match", "name": "ok"}]})
+        e = create_eval(store, spec, {"models": labels}, total=len(scores))
+        save_answers(store, e.id, [Answer(m, r, 0, f"p{r}", "ref", "x", {"ok": s}, {})
+                                   for (m, r), s in scores.items()])
+        finish_eval(store, e.id, status)
+        return e
+
+    evaluation(["base", f"run:{a.id}"], ["base", "a"], {(0, 0): 0, (1, 0): 0})  # older: not shown
+    latest = evaluation(["base", f"run:{a.id}@4", f"run:{b.id}"], ["base", "a@4", "b"],
+                        {(0, 0): 0, (0, 1): 1, (1, 0): 1, (1, 1): 1, (2, 0): 0, (2, 1): 0})
+    evaluation(["base", f"run:{b.id}"], ["base", "b"], {(0, 0): 1}, status="failed")  # no results to read
+    found = evals.latest_evaluations(store, [a.id, b.id, c.id])
+    assert [f.evaluation.id if f else None for f in found] == [latest.id, latest.id, None]
+    rows = dict(evals.comparison_rows(found))
+    assert rows["evaluated model"] == ["a@4", "b", "—"]
+    assert rows["ok"][0] == "1.000 [1.000, 1.000]" and rows["ok"][1].startswith("0.000 [")
+    assert rows["win rate (win / tie / loss)"][:2] == ["0.75 (1 / 1 / 0) vs base, by ok",
+                                                       "0.25 (0 / 1 / 1) vs base, by ok"]
+    assert evals.comparison_rows(evals.latest_evaluations(store, [c.id])) == []  # nothing to show at all
+
+    data = json.loads(subprocess.run([sys.executable, str(REPO / "launch.py"), "compare", a.id, b.id, c.id, "--json",
+                                      "--workspace", str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                                     timeout=120).stdout)
+    first, second, none = data["evaluations"]
+    assert none is None and first["id"] == second["id"] == latest.id
+    assert first["model"] == "a@4" and first["scores"]["ok"]["mean"] == 1.0 and first["win_rate"] == 0.75
+    assert (second["wins"], second["ties"], second["losses"]) == (0, 1, 1)
+    text = subprocess.run([sys.executable, str(REPO / "launch.py"), "compare", a.id, c.id, "--workspace",
+                           str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=120).stdout
+    assert "latest evaluation (mean [95% interval]" in text
+    assert any(line.startswith("ok") and "1.000 [1.000, 1.000]" in line and "—" in line for line in text.splitlines())

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import (ConfigError, RunConfig, apply_overrides, build_config, field_paths, load_config,
+from backend.config import (GROUP_TITLES, ConfigError, RunConfig, apply_overrides, build_config, field_paths, load_config,
                             parse_override, to_yaml)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def test_defaults_train_the_embedded_model_on_the_demo_set():
 def test_every_leaf_setting_has_a_label_help_and_group():
     for path, info in field_paths():
         assert info.title and info.description, path
-        assert info.json_schema_extra["group"] in ("basic", "advanced"), path
+        assert info.json_schema_extra["group"] in ("basic", "advanced", *GROUP_TITLES), path
 
 
 def test_out_of_range_values_are_refused_with_the_field_named():

@@ -330,3 +330,45 @@ def test_uploads_of_unsupported_files_are_refused(workspace, tmp_path_factory):
     src.write_bytes(b"\0")
     with pytest.raises(DatasetError, match="unsupported file type"):
         save_upload(src, workspace)
+    broken = tmp_path_factory.mktemp("gradio") / "broken.jsonl"
+    broken.write_text('{"text": "fine"}\n{"text": \n')
+    with pytest.raises(DatasetError, match="broken.jsonl line 2: not valid JSON"):
+        save_upload(broken, workspace)
+    assert not (workspace / "uploads" / "broken.jsonl").exists()  # never copied, so never offered
+
+
+def test_long_rows_are_refused_by_number_or_cut_when_asked(workspace):
+    from dataclasses import replace
+
+    from backend.data import DataOptions
+
+    rows = [{"prompt": "p", "completion": "short"}, {"prompt": "p" * 40, "completion": "c" * 80},
+            {"prompt": [{"role": "user", "content": "u" * 200}], "completion": [{"role": "assistant", "content": "a"}]}]
+    path = write_jsonl(workspace / "long.jsonl", rows[:2])
+    options = replace(DataOptions(), max_row_chars=100)
+    with pytest.raises(DatasetError, match=r"long.jsonl: 1 row longer than data.max_row_chars = 100 characters: "
+                                           r"row 2 has 120"):
+        prepare_dataset(str(path), "sft", options=options)
+    ds, info = prepare_dataset(str(path), "sft", options=replace(options, long_rows="truncate"))
+    assert (ds[0]["completion"], ds[1]["prompt"], ds[1]["completion"]) == ("short", "p" * 40, "c" * 60)
+    assert "1 row over 100 characters cut to 100 (the last texts first)" in info.applied
+    path = write_jsonl(workspace / "chat.jsonl", rows[2:])
+    ds, _ = prepare_dataset(str(path), "sft", options=replace(options, long_rows="truncate"))
+    assert ds[0]["prompt"][0] == {"role": "user", "content": "u" * 100}
+    assert ds[0]["completion"][0] == {"role": "assistant", "content": ""}
+
+
+def test_a_dataset_given_relative_to_the_current_folder_is_pinned_for_the_worker(workspace, tmp_path, monkeypatch):
+    from backend.data import pinned_spec
+
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "here.jsonl", ROWS["text"])
+    write_jsonl(workspace / "there.jsonl", ROWS["text"]) if workspace != tmp_path else None
+    assert pinned_spec("here.jsonl", tmp_path / "ws") == str(tmp_path / "here.jsonl")
+    assert pinned_spec("demo-sft-instructions", tmp_path / "ws") == "demo-sft-instructions"
+    assert pinned_spec("", tmp_path / "ws") == ""
+    assert pinned_spec("here.jsonl, demo-sft-instructions", tmp_path / "ws") == \
+        f"{tmp_path / 'here.jsonl'}, demo-sft-instructions"
+    (tmp_path / "ws").mkdir()
+    write_jsonl(tmp_path / "ws" / "here.jsonl", ROWS["text"])
+    assert pinned_spec("here.jsonl", tmp_path / "ws") == "here.jsonl"  # the workspace's own file stays relative

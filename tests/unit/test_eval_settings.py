@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from backend.config import ConfigError, build_config
-from backend.data import DatasetError, hold_out, prepare_eval_dataset
+from backend.data import DatasetError, generation_rows, hold_out, prepare_eval_dataset
 from backend.sweeps import objective_metrics, spec_from_data
 
 SOURCES = [{"type": "regex", "params": {"pattern": "<answer>"}}]
@@ -89,3 +89,64 @@ def test_sweeps_may_optimise_eval_metrics_once_the_base_evaluates():
         spec_from_data({"base": base, "space": [{"field": "eval.split", "kind": "float", "low": 0.1, "high": 0.2}],
                         "objective": {"metric": "eval_loss"}})
     assert exc.value.errors[0].startswith("space[0] (eval.split): not searchable")
+
+
+# ---- generating at evaluation (sft, dpo, kto) ----
+
+LENGTH = [{"type": "length", "params": {"target": 4}}]
+
+
+def test_generating_at_evaluation_is_refused_where_it_cannot_be_and_sources_need_it():
+    (error,) = refusal({"mode": "rm", "dataset": "demo-preference", "eval": {"split": 0.1, "generate": True}})
+    assert error.startswith("eval.generate: a reward model writes no answers (it scores them)")
+    (error,) = refusal({"eval": {"generate": True}})
+    assert error.startswith("eval.generate: evaluation is off; give an eval.dataset or an eval.split")
+    (error,) = refusal({"mode": "dpo", "dataset": "demo-preference", "reward_sources": LENGTH})
+    assert error.startswith("reward_sources: DPO runs learn nothing from reward sources; they only score the answers "
+                            "generated at evaluation: turn on eval.generate")
+    config = build_config({"mode": "kto", "dataset": "demo-kto", "reward_sources": LENGTH,
+                           "eval": {"split": 0.1, "generate": True}})
+    assert {"eval_loss", "eval_rouge_l", "eval_reward", "eval_rewards/length/mean"} <= set(objective_metrics(config))
+    assert "rewards/length/mean" not in objective_metrics(config)  # nothing is sampled in training
+
+
+def test_generation_rows_split_off_the_answer_each_mode_asks_for():
+    chat = [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello."}]
+    rows = generation_rows(datasets.Dataset.from_dict({"messages": [chat]}), "sft")
+    assert (rows.prompts, rows.references, rows.columns) == ([chat[:1]], ["Hello."], {"completion": ["Hello."]})
+    kto = datasets.Dataset.from_dict({"prompt": ["a", "b"], "completion": [chat[1:], chat[1:]], "label": [True, False]})
+    assert generation_rows(kto, "kto").references == ["Hello.", None]  # an answer labelled bad is not matched
+    dpo = datasets.Dataset.from_dict({"prompt": ["a"], "chosen": ["yes"], "rejected": ["no"]})
+    assert generation_rows(dpo, "dpo").references == ["yes"]
+    assert generation_rows(datasets.Dataset.from_dict({"prompt": ["a"], "answer": ["1"]}), "grpo").references is None
+    with pytest.raises(DatasetError, match="has no prompts to answer .columns: text.: a plain `text` set"):
+        generation_rows(numbers(2), "sft")
+
+
+def test_held_out_answers_are_scored_by_rouge_against_the_reference_and_by_the_sources(tmp_path):
+    from backend.modes.generation_eval import GenerationEval
+    from backend.modes.training import TrainContext
+    from backend.runs.store import RunStore
+
+    held = datasets.Dataset.from_dict({"prompt": ["p1", "p2", "p3"], "label": [True, True, False],
+                                       "completion": ["the cat sat", "a dog ran", "go away"]})
+    config = build_config({"mode": "kto", "dataset": "demo-kto", "reward_sources": LENGTH,
+                           "eval": {"split": 0.1, "generate": True, "limit": 3}})
+    ctx = TrainContext(config, "r", tmp_path, RunStore(tmp_path), "unused", held, held)
+    values = GenerationEval(ctx, tokenizer=None).scores(["the cat sat", "no", "go away"])
+    assert values["eval_rouge_l"] == pytest.approx(0.5)  # 1 and 0 on the good answers; the bad one is left out
+    assert values["eval_reward"] == values["eval_rewards/length/mean"] > 0
+
+
+def test_a_run_generating_at_evaluation_is_checked_before_it_starts(tiny_model, tmp_path):
+    from backend.runs.jobs import preflight
+
+    (tmp_path / "plain.jsonl").write_text("\n".join(json.dumps({"text": f"row {i}"}) for i in range(10)))
+    base = {"mode": "sft", "model": str(tiny_model), "eval": {"split": 0.2, "generate": True}}
+    with pytest.raises(ConfigError) as exc:
+        preflight(build_config({**base, "dataset": "plain.jsonl"}), tmp_path)
+    assert exc.value.errors[0].startswith("eval.generate: the evaluation set has no prompts to answer")
+    wrong = [{"type": "numeric_match", "params": {"column": "answer"}}]
+    with pytest.raises(ConfigError) as exc:
+        preflight(build_config({**base, "dataset": "demo-sft-instructions", "reward_sources": wrong}), tmp_path)
+    assert "answer" in exc.value.errors[0] and "completion" in exc.value.errors[0], exc.value.errors

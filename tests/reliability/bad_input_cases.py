@@ -1,0 +1,88 @@
+"""The catalogue of bad input: each case is a command line, the files it needs, and what its message must say.
+Every one must exit with code 2, one clear message on stderr, no traceback, and nothing created."""
+from __future__ import annotations
+
+import json
+
+GRPO = ["--set", "mode=grpo", "--set", "dataset=demo-math"]
+
+
+def _files(tmp):
+    """The bad files the cases point at, written into `tmp`."""
+    (tmp / "dup.csv").write_text("prompt,completion,completion\nhi,there,x\n")
+    (tmp / "latin1.jsonl").write_bytes(b'{"prompt": "a", "completion": "b"}\n{"prompt": "caf\xe9", "completion": "b"}\n')
+    (tmp / "long.jsonl").write_text(json.dumps({"prompt": "hi", "completion": "x" * 1_100_000}) + "\n")
+    (tmp / "dupkey.jsonl").write_text('{"prompt": "a", "completion": "b", "prompt": "c"}\n')
+    (tmp / "broken.jsonl").write_text('{"prompt": "a", "completion": "b"}\n{"prompt": "a", "completion": \n')
+    (tmp / "notes.txt").write_text("hello\n")
+    (tmp / "empty.jsonl").write_text("\n")
+    (tmp / "alien.jsonl").write_text('{"question": "a", "reply": "b"}\n')
+    (tmp / "blank.jsonl").write_text('{"prompt": "a", "completion": "b"}\n{"prompt": "c", "completion": ""}\n')
+    (tmp / "kto.jsonl").write_text('{"prompt": "a", "completion": "b", "label": "maybe"}\n')
+    (tmp / "mixed.jsonl").write_text('{"prompt": "a", "completion": "b"}\n{"prompt": 3, "completion": "b"}\n')
+    (tmp / "bad.yaml").write_text("mode: sft\n  max_steps: [1\n")
+    (tmp / "list.yaml").write_text("- mode\n- sft\n")
+    (tmp / "unknown.yaml").write_text("mode: sft\nmax_stepz: 3\n")
+    (tmp / "a-file").write_text("")
+    (tmp / "sweep.yaml").write_text("base: {mode: sft}\nn_trials: 0\n"
+                                    "space: [{field: learning_rate, kind: log_float, low: 1.0e-5, high: 1.0e-3}]\n")
+
+
+# (id, argv, expected text in stderr)
+CASES: list[tuple[str, list[str], str]] = [
+    ("lr-nan", ["train", "--set", "learning_rate=nan"], "--set learning_rate=nan: not a finite number"),
+    ("lr-too-big", ["train", "--set", "learning_rate=3"], "learning_rate"),
+    ("lr-text", ["train", "--set", "learning_rate=fast"], "learning_rate"),
+    ("max-steps-0", ["train", "--set", "max_steps=0"], "-1 (trains by epochs)"),
+    ("batch-0", ["train", "--set", "per_device_train_batch_size=0"], "per_device_train_batch_size"),
+    ("unknown-setting", ["train", "--set", "max_stepz=3"], "max_stepz"),
+    ("set-without-equals", ["train", "--set", "max_steps"], "max_steps"),
+    ("bad-mode", ["train", "--set", "mode=ppo2"], "mode"),
+    ("bad-finetuning", ["train", "--set", "finetuning=half"], "finetuning"),
+    ("target-modules", ["train", "--set", "lora.target_modules=[foo_proj]"], "no module named foo_proj"),
+    ("lora-r-0", ["train", "--set", "lora.r=0"], "lora.r"),
+    ("num-processes", ["train", "--set", "num_processes=64"], "choose at most"),
+    ("eval-split", ["train", "--set", "eval.split=1.5"], "eval.split"),
+    ("mix-weights", ["train", "--set", "data.mix_weights=-1,2"], "non-negative"),
+    ("columns-missing", ["train", "--set", "data.columns=prompt=question"], "has no column `question`"),
+    ("dup-csv-columns", ["train", "--set", "dataset={tmp}/dup.csv"], "`completion` appears more than once"),
+    ("not-utf8", ["train", "--set", "dataset={tmp}/latin1.jsonl"], "latin1.jsonl line 2: not UTF-8"),
+    ("long-row", ["train", "--set", "dataset={tmp}/long.jsonl"], "row 1 has 1,100,0"),
+    ("dup-json-key", ["train", "--set", "dataset={tmp}/dupkey.jsonl"], "`prompt` appears twice"),
+    ("broken-json", ["train", "--set", "dataset={tmp}/broken.jsonl"], "broken.jsonl line 2: not valid JSON"),
+    ("missing-file", ["train", "--set", "dataset={tmp}/nowhere.jsonl"], "nowhere.jsonl not found"),
+    ("file-type", ["train", "--set", "dataset={tmp}/notes.txt"], "unsupported file type"),
+    ("no-rows", ["train", "--set", "dataset={tmp}/empty.jsonl"], "no rows"),
+    ("no-format", ["train", "--set", "dataset={tmp}/alien.jsonl"], "columns are [question, reply]"),
+    ("empty-cell", ["train", "--set", "dataset={tmp}/blank.jsonl"], "row 2: column `completion` is empty"),
+    ("kto-label", ["train", "--set", "mode=kto", "--set", "dataset={tmp}/kto.jsonl"], "label"),
+    ("mixed-kinds", ["train", "--set", "dataset={tmp}/mixed.jsonl"], "row 2: column `prompt` is a number"),
+    ("dpo-on-sft-set", ["train", "--set", "mode=dpo"], "chosen"),
+    ("model-folder", ["train", "--set", "model={tmp}/no-model"], "no-model"),
+    ("reward-column", ["train", *GRPO, "--set",
+                       'reward_sources=[{"type": "exact_match", "params": {"column": "solution"}}]'], "solution"),
+    ("reward-type", ["train", *GRPO, "--set", 'reward_sources=[{"type": "telepathy"}]'],
+     "--set reward_sources=[{\"type\": \"telepathy\"}]: reward_sources.0.type: Input should be"),
+    ("preset-missing", ["train", "{tmp}/none.yaml"], "none.yaml"),
+    ("preset-bad-yaml", ["train", "{tmp}/bad.yaml"], "bad.yaml"),
+    ("preset-not-mapping", ["train", "{tmp}/list.yaml"], "list.yaml"),
+    ("preset-unknown-key", ["train", "{tmp}/unknown.yaml"], "max_stepz"),
+    ("resume-with-set", ["train", "--resume", "20260101-000000-abcd", "--set", "max_steps=3"],
+     "keeps its own settings"),
+    ("resume-unknown", ["resume", "20260101-000000-abcd"], "20260101-000000-abcd"),
+    ("show-unknown", ["show", "20260101-000000-abcd"], "20260101-000000-abcd"),
+    ("stop-unknown", ["stop", "20260101-000000-abcd"], "20260101-000000-abcd"),
+    ("export-unknown", ["export", "20260101-000000-abcd", "--out", "{tmp}/out"], "20260101-000000-abcd"),
+    ("compare-unknown", ["compare", "20260101-000000-abcd", "20260101-000000-abce"], "20260101-000000-abcd"),
+    ("labels-unknown", ["labels", "export", "nosuch", "--format", "dpo", "--out", "{tmp}/x.jsonl"], "nosuch"),
+    ("workspace-file", ["runs", "--workspace", "{tmp}/a-file"], "it is a file, not a folder"),
+    ("workspace-sys", ["runs", "--workspace", "/sys/x"], "cannot be used"),
+    ("auth-malformed", ["ui", "--auth", "nopassword"], "expected user:password"),
+    ("eval-limit-0", ["eval", "--model", "base", "--dataset", "demo-arithmetic-eval", "--scorer",
+                      "numeric_match:answer", "--limit", "0"], "limit"),
+    ("eval-scorer", ["eval", "--model", "smollm2-135m-instruct", "--dataset", "demo-arithmetic-eval", "--scorer", "telepathy"], "telepathy"),
+    ("eval-column", ["eval", "--model", "smollm2-135m-instruct", "--dataset", "demo-arithmetic-eval", "--scorer", "numeric_match:solution"],
+     "solution"),
+    ("sweep-missing", ["sweep", "start", "{tmp}/nosweep.yaml"], "nosweep.yaml"),
+    ("sweep-trials-0", ["sweep", "start", "{tmp}/sweep.yaml"], "n_trials"),
+]
