@@ -24,7 +24,7 @@ GiB = 2**30
 # 64-wide test model (13 MB of weights) with 8-token rows on this project's CPU machine: 0.57 GiB.
 CPU_PROCESS_BASELINE = int(0.56 * GiB)
 # A CUDA context with cuBLAS / cuDNN workspaces takes 0.3-0.6 GiB outside torch's allocator (torch 2.x on
-# recent GPUs); bench/gpu_check.sh prints the measured peak next to this estimate.
+# recent GPUs).
 GPU_PROCESS_BASELINE = int(0.5 * GiB)
 
 # Elements each token keeps for the backward pass, per decoder layer, in units of the layer's widths: the
@@ -144,7 +144,7 @@ class MemoryEstimate:
     processes: int  # on this machine: they share its RAM on a CPU, one GPU each on GPUs
     parts: dict[str, int]
     overlap: dict[str, int] = field(default_factory=dict)
-    available: list[int] | None = None  # free bytes: [RAM] on a CPU, one per GPU
+    available: list[int] | None = None  # bytes: [available RAM] on a CPU, each GPU's memory on GPUs
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -162,30 +162,31 @@ class MemoryEstimate:
             all(free >= self.total for free in self.available[:self.processes])
 
     def breakdown(self) -> str:
-        shown = [f"{name} {gb(size)}" for name, size in self.parts.items() if size >= 0.005 * GiB]
-        shown += [f"{name} {gb(size)} in the backward pass in their place" if name == "gradients"
-                  else f"{name} {gb(size)} while generating in their place" for name, size in self.overlap.items()]
+        shown = [f"{name} {gb(size)} GiB" for name, size in self.parts.items() if size >= 0.005 * GiB]
+        shown += [f"{name} {gb(size)} GiB in the backward pass in their place" if name == "gradients"
+                  else f"{name} {gb(size)} GiB while generating in their place" for name, size in self.overlap.items()]
         return ", ".join(shown)
 
     def verdict(self) -> str:
-        need = self.total * (self.processes if self.device == "cpu" else 1)
-        where = "this machine" if self.device == "cpu" else "the GPU"
         if self.fits is None:
             return "free memory unknown here"
         if self.device == "cpu":
-            free = self.available[0]
-            return (f"fits in the {gb(free)} GB free here" if self.fits else
-                    f"does not fit: needs ≈ {gb(need)} GB, {where} has {gb(free)} GB free")
-        if self.fits:
-            return f"fits in the {gb(min(self.available[:self.processes]))} GB free on each GPU here"
+            free, need = self.available[0], self.total * self.processes
+            together = f"{self.processes} processes need ≈ {gb(need)} GiB together" if self.processes > 1 \
+                else f"needs ≈ {gb(need)} GiB"
+            return (f"fits in the {gb(free)} GiB free here" + (f" ({together})" if self.processes > 1 else "")
+                    if self.fits else f"does not fit: {together}, this machine has {gb(free)} GiB free")
         if len(self.available) < self.processes:
-            return f"does not fit: {self.processes} processes need one GPU each, this machine has {len(self.available)}"
-        return f"does not fit: needs ≈ {gb(need)} GB, the GPU has {gb(min(self.available[:self.processes]))} GB free"
+            return (f"does not fit: {self.processes} processes need one GPU each, this machine has "
+                    f"{len(self.available)}")
+        smallest = gb(min(self.available[:self.processes]))
+        return (f"fits in the {smallest} GiB of each GPU here" if self.fits else
+                f"does not fit: needs ≈ {gb(self.total)} GiB per GPU, the smallest here has {smallest} GiB")
 
     def summary(self) -> str:
-        per = "per process" if self.processes == 1 else f"per process, {self.processes} processes"
-        memory = "RAM" if self.device == "cpu" else "GPU memory"
-        text = f"≈ {gb(self.total)} GB {memory} {per} ({self.breakdown()}) — {self.verdict()}"
+        where = "" if self.device == "cpu" else " (GPU memory)"
+        per = f"per process{where}" + (f", {self.processes} processes" if self.processes > 1 else "")
+        text = f"Estimated memory {per}: {gb(self.total)} GiB ({self.breakdown()}) — {self.verdict()}"
         return text + "".join(f"; {note}" for note in self.notes)
 
 
@@ -199,11 +200,13 @@ def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *
     """The memory one training process of `config` needs on `device` ("cpu" or "cuda").
 
     weight_bits: 4 for QLoRA (the decoder layers' projections stored in 4 bits, embeddings and norms in the
-    compute dtype); None keeps them in the run's dtype.
+    compute dtype); None takes it from the run's quantization setting.
     """
     from backend.modes.registry import mode_spec
 
     spec, c = mode_spec(config.mode), config
+    if weight_bits is None and c.quantization == "4bit":
+        weight_bits = 4
     precision = _precision(c.precision, device)
     half = 2 if precision in ("bf16", "fp16") else 4  # bytes of the compute dtype
     lora = c.finetuning == "lora"
@@ -306,24 +309,3 @@ def _shard(parts: dict[str, int], overlap: dict[str, int], c: RunConfig) -> None
         parts["optimizer"] = 0
         if d.strategy == "fsdp" or d.zero_stage == 3:
             parts["weights"] = 0
-
-
-def available_memory() -> tuple[str, list[int]]:
-    """("cuda", free bytes per visible GPU) when torch sees GPUs, else ("cpu", [available RAM])."""
-    import torch
-
-    if torch.cuda.is_available():
-        # mem_get_info opens a CUDA context in this process (once; a few hundred MB on GPU 0)
-        return "cuda", [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
-    import psutil
-
-    return "cpu", [psutil.virtual_memory().available]
-
-
-def estimate_for(config: RunConfig, workspace: Path | None = None,
-                 weight_bits: int | None = None) -> MemoryEstimate:
-    """The estimate for `config` on this machine's device, against its free memory; ModelError when the
-    model's config.json cannot be read here."""
-    shape = read_shape(config.model, workspace)
-    device, free = available_memory()
-    return estimate_memory(config, shape, device, available=free, weight_bits=weight_bits)
