@@ -164,7 +164,8 @@ class MemoryEstimate:
     def breakdown(self) -> str:
         shown = [f"{name} {gb(size)} GiB" for name, size in self.parts.items() if size >= 0.005 * GiB]
         shown += [f"{name} {gb(size)} GiB in the backward pass in their place" if name == "gradients"
-                  else f"{name} {gb(size)} GiB while generating in their place" for name, size in self.overlap.items()]
+                  else f"{name} {gb(size)} GiB while generating in their place" for name, size in self.overlap.items()
+                  if size >= 0.005 * GiB]
         return ", ".join(shown)
 
     def verdict(self) -> str:

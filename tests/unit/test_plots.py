@@ -103,3 +103,21 @@ def test_cost_lambda_and_violations_follow_the_rewards_and_a_cost_chart_draws_it
     (budget,) = [t for t in fig.data if t.name == "budget"]
     assert list(budget.y) == [0.05, 0.05] and list(budget.x) == [1, 3]
     assert budget.xaxis == next(t for t in fig.data if t.hovertemplate.startswith("cost/")).xaxis
+
+
+def test_an_rl_steps_time_is_one_chart_of_stacked_bars_after_the_rewards():
+    timings = {"timing/generate_s": [3.0, 2.5, 2.75], "timing/score_s": [0.25, 0.5, 0.25],
+               "timing/update_s": [1.0, 1.25, 1.5]}
+    logged = rows("loss", [1, 1, 1]) + rows("kl", [0, 0.1, 0.2]) + rows("reward", [0, 1, 1]) \
+        + rows("rewards/correct/mean", [0, 1, 1]) + [r for k, v in timings.items() for r in rows(k, v)]
+    fig = build_metrics_figure(logged)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["loss", "reward", "rewards/correct/mean", "step time (s): generate · score · update", "kl"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [b.name for b in bars] == ["generate", "score", "update"] and fig.layout.barmode == "stack"
+    for bar, values in zip(bars, timings.values()):
+        assert list(bar.x) == [1, 2, 3] and list(bar.y) == values
+    assert {(b.xaxis, b.yaxis) for b in bars} == {("x4", "y4")}  # the fourth subplot, one stack per step
+    # a step that logged only some of the three has no bar: a partial stack would misstate the step time
+    partial = build_metrics_figure(logged + rows("timing/generate_s", [9.0], start_step=4))
+    assert all(list(b.x) == [1, 2, 3] for b in partial.data if b.type == "bar")
