@@ -124,6 +124,9 @@ def memory_lines(config: RunConfig, workspace: Path) -> list[str]:
         estimate = memory_estimate(config, workspace)
     except ModelError as e:
         return [f"memory: no estimate before the start ({e})"]
+    except Exception as e:  # noqa: BLE001 - the estimate is advice: it never keeps a run from starting
+        log.exception("estimating a run's memory failed")
+        return [f"memory: no estimate before the start ({type(e).__name__}: {e})"]
     lines = [f"memory: {estimate.summary()}"]
     if estimate.fits is False:
         lines.append("warning: the memory estimate exceeds this machine's memory; the run may be killed for "

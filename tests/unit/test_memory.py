@@ -69,7 +69,8 @@ def test_a_lora_adapter_needs_less_than_full_fine_tuning():
 
 
 def test_dpo_keeps_a_reference_copy_unless_the_adapter_switched_off_is_the_reference():
-    sft, dpo = estimate_memory(config(finetuning="full"), SHAPE), estimate_memory(config("dpo", finetuning="full"), SHAPE)
+    sft = estimate_memory(config(finetuning="full"), SHAPE)
+    dpo = estimate_memory(config("dpo", finetuning="full"), SHAPE)
     assert dpo.parts["reference model"] == dpo.parts["weights"]
     assert dpo.total - sft.total >= dpo.parts["reference model"]
     lora_dpo = estimate_memory(config("dpo"), SHAPE)
@@ -113,7 +114,8 @@ def test_the_summary_says_what_it_needs_and_whether_it_fits():
     assert fits.fits and fits.summary().startswith("Estimated memory per process: ")
     assert "(weights 0.50 GiB, " in fits.summary() and fits.summary().endswith("fits in the 64 GiB free here")
     short = estimate_memory(c, SHAPE, available=[GiB])
-    assert short.fits is False and "does not fit: needs ≈ " in short.summary() and "has 1.00 GiB free" in short.summary()
+    assert short.fits is False
+    assert "does not fit: needs ≈ " in short.summary() and "this machine has 1.00 GiB free" in short.summary()
     two = estimate_memory(config(num_processes=2), SHAPE, "cuda", available=[80 * GiB])
     assert two.fits is False and "2 processes need one GPU each, this machine has 1" in two.summary()
     assert estimate_memory(c, SHAPE).summary().endswith("free memory unknown here")
