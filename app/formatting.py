@@ -275,3 +275,12 @@ def score_table_widths(n_sources: int, step_column: bool) -> list[str]:
     text = max(20, 100 - fixed)
     return ([f"{5}%"] if step_column else []) + [f"{0.4 * text:.0f}%", f"{0.6 * text:.0f}%",
                                                  *["9%"] * n_sources, "7%"]
+
+
+def memory_markdown(summary: str | None, fits: bool | None = None, why_not: str | None = None) -> str:
+    """The Train tab's memory line: the estimate's summary, marked when it does not fit; or why there is none."""
+    if summary is None:
+        return f"**Estimated memory:** unknown ({_escape_tags(why_not or 'no estimate')})"
+    head, sep, rest = summary.partition(": ")
+    mark = "⚠️ " if fits is False else ""
+    return f"{mark}**{head}:** {_escape_tags(rest)}" if sep else _escape_tags(summary)

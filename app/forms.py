@@ -113,6 +113,14 @@ def build_component(path: str, **overrides) -> gr.Component:
     return gr.Textbox(**kw)
 
 
+def edit_events(components: Sequence[gr.Component]) -> list:
+    """The events that fire when a user has edited one of `components`: a typed box when it is left or
+    submitted (not on every keystroke), a checkbox or a list when it is picked."""
+    typed = [event for box in components if isinstance(box, (gr.Textbox, gr.Number))
+             for event in (box.blur, box.submit)]
+    return typed + [box.input for box in components if isinstance(box, (gr.Checkbox, gr.Dropdown))]
+
+
 def build_source_editor(path: str) -> RewardSourcesEditor:
     info = FIELDS[path]
     return reward_editor.build(prefix="reward", sources=default_value(path), label=info.title or path,

@@ -324,7 +324,7 @@ def on_train(ui: LabelUI, store: RunStore, train_fields: dict, tabs: gr.Tabs, tr
     if not v.session_id:
         return {say: NO_SESSION}
     s = labeling.get_session(store, v.session_id)
-    if s.mode == "single" and mode_spec(train_mode).pairwise and train_mode != "rm":
+    if s.mode == "single" and mode_spec(train_mode).pairwise and mode_spec(train_mode).task != "seq_cls":
         return {say: f"**{s.name}** rates single answers (thumbs up / down): it gives no pairs for "
                      f"{train_mode.upper()}. Train KTO on it, or a reward model on its unsafe tags (a cost "
                      "classifier)."}

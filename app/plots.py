@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from backend.modes.step_timing import TIMING_KEYS
+
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"
 BUDGET_COLOR = "rgb(220, 38, 38)"
@@ -23,6 +25,9 @@ LAST = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 # Logged once when training ends (transformers' Trainer): one point each, so a line above the charts.
 SUMMARY = ("train_loss", "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos")
 MAX_POINTS = 2000  # per metric on screen; the EMA is computed on every point before thinning
+# An RL step's time split into generate / score / update: one chart of stacked bars, after the rewards
+STEP_TIME = "step time (s): generate · score · update"
+PHASE_COLORS = {"timing/generate_s": "#6366f1", "timing/score_s": "#f59e0b", "timing/update_s": "#10b981"}
 ROW_HEIGHT = 240
 
 Series = dict[str, tuple[list[int], list[float]]]  # metric name -> (steps, finite values)
@@ -68,8 +73,8 @@ def _is_constraint(name: str) -> bool:
 
 def metric_order(names: Iterable[str]) -> list[str]:
     """FIRST, then each reward source's mean (RL runs: rewards/<name>/mean), its mean on held-out answers
-    (eval_rewards/<name>/mean), each cost's mean, λ and the violation rate (runs with cost sources), then the rest
-    as logged, LAST last."""
+    (eval_rewards/<name>/mean), each cost's mean, λ and the violation rate (runs with cost sources), the step
+    time's split (STEP_TIME, standing for TIMING_KEYS), then the rest as logged, LAST last."""
     names = list(names)
     first = [n for n in FIRST if n in names]
     for prefix in ("rewards/", "eval_rewards/"):
@@ -78,8 +83,10 @@ def metric_order(names: Iterable[str]) -> list[str]:
     for cost in [n for n in costs if n.startswith("cost/")]:  # each cost with its λ, then the violation rate
         first += [cost] + [n for n in costs if n == "lambda/" + cost.removeprefix("cost/").removesuffix("/mean")]
     first += [n for n in costs if n not in first]
+    if any(n in TIMING_KEYS for n in names):
+        first.append(STEP_TIME)
     last = [n for n in names if n in LAST]
-    return first + [n for n in names if n not in first and n not in last] + last
+    return first + [n for n in names if n not in first and n not in last and n not in TIMING_KEYS] + last
 
 
 GROUP_SLOTS = 6  # folded chart groups a run's page has room for; more fold into the last one
@@ -105,7 +112,7 @@ def chart_layout(series: Series, charts: Iterable[str] = ()) -> ChartLayout:
     """Split `series` for the page: `charts` (the mode's fnmatch patterns, in order) lead; with none, every
     chart leads. A metric logged once is never flat (one evaluation at the end must show)."""
     names = metric_order(n for n in series if n not in SUMMARY)
-    flat = [n for n in names if len(series[n][1]) >= 2 and min(series[n][1]) == max(series[n][1])]
+    flat = [n for n in names if n in series and len(series[n][1]) >= 2 and min(series[n][1]) == max(series[n][1])]
     shown = [n for n in names if n not in flat]
     charts = list(charts)
     if not charts:
@@ -113,6 +120,7 @@ def chart_layout(series: Series, charts: Iterable[str] = ()) -> ChartLayout:
     lead = []
     for pattern in charts:
         lead += [n for n in shown if fnmatch.fnmatchcase(n, pattern) and n not in lead]
+    lead += [STEP_TIME] if STEP_TIME in shown else []  # where an RL step's time goes: what to tune
     groups: dict[str, list[str]] = {}
     for n in shown:
         if n not in lead:
@@ -200,10 +208,13 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
     if not names:
         return empty_figure(summary or empty)
     with_reward = {n for n in names if n.startswith("cost/") and series.get("reward", ([], []))[1]}
-    titles = [f"{n} (no finite values)" if not series[n][1] else f"{n} and reward (right axis)" if n in with_reward
-              else n for n in names]
+    titles = [n if n == STEP_TIME else f"{n} (no finite values)" if not series[n][1]
+              else f"{n} and reward (right axis)" if n in with_reward else n for n in names]
     fig, cols = _grid(titles, extra_height=40, secondary=bool(with_reward))
     for i, name in enumerate(names):
+        if name == STEP_TIME:
+            _add_step_time_bars(fig, series, dict(row=i // cols + 1, col=i % cols + 1), max_points)
+            continue
         steps, values = series[name]
         smooth = ema(values, alpha)
         xs, raw = _thin(steps, values, max_points)
@@ -241,6 +252,20 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
     return fig
 
 
+def _add_step_time_bars(fig: go.Figure, series: Series, where: dict, max_points: int) -> None:
+    """Per step, a bar of the seconds spent generating, scoring and updating, stacked (they add up to the step
+    time); only the steps that logged all three."""
+    logged = [dict(zip(*series.get(k, ([], [])))) for k in TIMING_KEYS]
+    steps = sorted(set(logged[0]).intersection(*logged[1:]))
+    steps, _ = _thin(steps, steps, max_points)
+    for key, values in zip(TIMING_KEYS, logged):
+        phase = key.removeprefix("timing/").removesuffix("_s")
+        fig.add_trace(go.Bar(x=steps, y=[values[s] for s in steps], name=phase, legendgroup=phase,
+                             marker=dict(color=PHASE_COLORS[key]),
+                             hovertemplate=f"step %{{x}}: {phase} %{{y:.3g}} s<extra></extra>"), **where)
+    fig.update_layout(barmode="stack", bargap=0.15)
+
+
 def build_metrics_figure(rows: Iterable[dict], alpha: float = 0.3) -> go.Figure:
     """One subplot per metric name in `rows` (store metric rows), each with a raw and an EMA trace."""
     return figure_from_series(add_rows({}, rows), alpha)
@@ -260,7 +285,8 @@ def overlay_figure(runs: list[tuple[str, Series]], alpha: float = 0.3, max_point
     names: list[str] = []
     for _, series in runs:
         names += [n for n in series if n not in SUMMARY and n not in names]
-    names = metric_order(names)
+    names = [n for n in metric_order(names) if n != STEP_TIME]  # each phase on a line chart of its own here
+    names += [n for n in TIMING_KEYS if any(n in series for _, series in runs)]
     if not names:
         return empty_figure("Pick two or more runs to compare" if len(runs) < 2 else "No metrics yet")
     fig, cols = _grid(names, extra_height=60)

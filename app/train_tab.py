@@ -18,7 +18,7 @@ import pandas as pd
 
 from app import forms
 from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
-from app.formatting import cli_command, error_markdown, example_html, progress_html
+from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
@@ -49,6 +49,7 @@ class TrainTab:
     refresh_outputs: list
     refresh: Callable[[], dict]  # updates for refresh_outputs (model, dataset and preset choices)
     preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
+    memory: tuple  # (fn, {inputs, outputs}) that fills the memory estimate, for the page's load event
     sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
 
 
@@ -172,6 +173,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             with gr.Row():
                 start = gr.Button("Start training", variant="primary", elem_id="start", scale=2)
                 stop = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+            memory = gr.Markdown("", elem_id="memory-estimate")
             status = gr.HTML(progress_html(None, empty=NO_RUN), elem_id="run-status")
             message = gr.Markdown("", elem_id="train-message")
             gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
@@ -320,12 +322,29 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             return gr.skip()
         return {status: html, session: replace(sess, shown_status=html)}
 
+    def memory_line(config: RunConfig) -> str:
+        from backend.models import ModelError
+
+        try:
+            estimate = jobs.memory_estimate(config, workspace)
+        except ModelError as e:
+            return memory_markdown(None, why_not=str(e))
+        return memory_markdown(estimate.summary(), estimate.fits)
+
+    def on_memory(values: dict):
+        try:
+            config = form.config_from(values)
+        except ConfigError as e:
+            return memory_markdown(None, why_not=f"fix the settings first: {e.errors[0]}")
+        return memory_line(config)
+
     def on_cli(values: dict):
         try:
             config = form.config_from(values)
         except ConfigError as e:
             return {message: error_markdown(e.errors, "Cannot build the command")}
-        return {cli: gr.update(value=cli_command(config, shown_ws), visible=True), message: ""}
+        return {cli: gr.update(value=cli_command(config, shown_ws), visible=True), message: "",
+                memory: memory_line(config)}
 
     def on_save(values: dict):
         try:
@@ -357,22 +376,22 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
     sources = next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor))
     preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs, *sources.inputs],
                       outputs=[data_preview, data_format, c["dataset"], *sources.outputs])
-    typed = [event for box in data_inputs if isinstance(box, (gr.Textbox, gr.Number))
-             for event in (box.blur, box.submit)]
-    picked = [box.input for box in data_inputs if isinstance(box, (gr.Checkbox, gr.Dropdown))]
-    gr.on([c["dataset"].change, c["mode"].change, *picked, *typed], on_preview, **preview_io,
+    gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(data_inputs)], on_preview, **preview_io,
           show_progress="minimal")
+    # every setting counts for memory: the same edit events, over the whole form
+    memory_io = dict(inputs=form_values, outputs=memory)
+    gr.on([c["dataset"].change, c["mode"].change, c["model"].change, *forms.edit_events(form.inputs)], on_memory,
+          **memory_io, show_progress="hidden", trigger_mode="always_last")
     c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
     start_event = start.click(on_start, form_values, [message, session, status, started], concurrency_limit=None)
     stop.click(on_stop, [session, runs_view], [status, session, message])
     timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
-    show_cli.click(on_cli, form_values, [cli, message])
+    show_cli.click(on_cli, form_values, [cli, message, memory])
     show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
-    load_btn.click(on_load, preset, [*form.outputs, message])
+    load_btn.click(on_load, preset, [*form.outputs, message]).then(on_memory, **memory_io, show_progress="hidden")
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
-                    preview=(on_preview, preview_io),
-                    sources=sources)
+                    preview=(on_preview, preview_io), memory=(on_memory, memory_io), sources=sources)

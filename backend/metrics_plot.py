@@ -8,10 +8,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from backend.modes.step_timing import TIMING_KEYS
+
 # Logged once at the end, or bookkeeping rather than learning: not worth a panel.
 PLOT_KEYS_SKIPPED = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
                      "train_loss", "epoch", "num_tokens", "step_time", "memory/peak_rss_gb", "memory/gpu_peak_gb",
-                     "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_num_tokens"}
+                     "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_num_tokens",
+                     *TIMING_KEYS}
 # In order of preference after loss: what each mode is judged by.
 PREFERRED = ("eval_loss", "eval_rouge_l", "reward", "eval_reward", "accuracy", "mean_token_accuracy", "rewards/accuracies", "rewards/margins", "margin",
              "mean_reward", "kl", "reward_std", "completions/mean_length", "entropy", "grad_norm", "learning_rate")

@@ -1,4 +1,5 @@
-"""train, resume: start (or resume) a run, then follow it in the foreground (Ctrl-C stops it) unless --detach."""
+"""train, resume: start (or resume) a run, then follow it in the foreground (Ctrl-C stops it) unless --detach;
+train --dry-run checks a run and shows its settings and memory estimate without starting it."""
 from __future__ import annotations
 
 import signal
@@ -21,6 +22,9 @@ def add_parsers(sub, common) -> None:
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
     tr.add_argument("--detach", action="store_true", help="start the run and return at once")
+    tr.add_argument("--dry-run", action="store_true",
+                    help="check everything a start checks, print the settings and the memory estimate, and start "
+                         "nothing (exit 0, or 2 naming each problem)")
     tr.add_argument("--resume", metavar="RUN_ID",
                     help="resume this failed, stopped or interrupted run from its last checkpoint instead "
                          "(like `launch.py resume RUN_ID`)")
@@ -47,6 +51,8 @@ def cmd_train(args) -> int:
         config = load_config(args.config, args.set)
         store = open_store(args)
         dataset = preflight(config, store.workspace)
+        if args.dry_run:
+            return dry_run(config, dataset, store.workspace)
         run = submit_run(store, config, check=False)
     except ConfigError as e:
         return bad_input("Cannot start the run:", e.errors)
@@ -55,6 +61,22 @@ def cmd_train(args) -> int:
     if args.detach:
         return 0
     return follow_run(store, run.id)
+
+
+def dry_run(config, dataset, workspace) -> int:
+    """What a start would run, once preflight has passed: the settings that differ from the defaults (the
+    defaults are `launch.py settings`), the dataset as read, and the memory lines the run's log would begin with."""
+    from backend.config import to_yaml
+    from backend.runs.jobs import memory_lines, pin_paths
+
+    config = pin_paths(config, workspace)
+    print(f"dry run: the settings are valid; nothing was started\nmode: {config.mode}  model: {config.model}  "
+          f"dataset: {config.dataset}")
+    print("settings (those not at their defaults):")
+    print("\n".join(f"  {line}" for line in to_yaml(config, only_changed=True).splitlines()))
+    print(f"dataset: {dataset.summary()}")
+    print("\n".join(memory_lines(config, workspace)), flush=True)
+    return 0
 
 
 class _Signalled(KeyboardInterrupt):

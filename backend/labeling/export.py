@@ -221,7 +221,8 @@ def export_format_for_mode(session: LabelSession, mode: str | None) -> str:
     (unsafe above the rest) to a reward model."""
     fmt = mode_spec(mode).label_format if mode else "dpo"
     if session.mode == "single" and fmt == "dpo":
-        return "cost" if mode == "rm" else "kto"  # a reward model from single answers: the cost classifier
+        # a scorer (reward model) from single answers: the cost classifier
+        return "cost" if mode_spec(mode).task == "seq_cls" else "kto"
     return fmt
 
 

@@ -7,6 +7,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.rl_common import reward_functions, rl_args
+from backend.modes.step_timing import timed
 from backend.modes.training import TrainContext, lora_config, model_kwargs
 
 
@@ -16,5 +17,5 @@ def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     args = rl_args(ctx, GRPOConfig, weights, loss_type=c.rl.loss_type)
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
-    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
-                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)
+    return timed(GRPOTrainer)(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
+                              processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

@@ -37,6 +37,9 @@ class ModeSpec:
     vllm: bool = False  # its TRL trainer can generate with vLLM (use_vllm)
     answer_column: str = ""  # the column holding the answer its data asks for (what generated answers match)
     charts: tuple[str, ...] = ()  # what the run's page shows first (fnmatch patterns), the rest folded by prefix
+    # memory: the trainer computes log-probs in tiles without the (batch, length, vocab) logits (TRL 1.16)
+    fused_logits: bool = False
+    reference_model: bool = False  # full fine-tuning keeps a frozen copy (LoRA: the adapter switched off)
 
     @property
     def writes_answers(self) -> bool:
@@ -64,7 +67,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
              metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                       "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
-             sections=("dpo",), evaluable=True, answer_column="chosen",
+             sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True, reference_model=True,
              charts=(*_FIT_CHARTS, "rewards/accuracies", "eval_rewards/accuracies", "rewards/margins", "eval_rouge_l",
                      "eval_reward", "learning_rate")),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto",
@@ -72,20 +75,20 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
              sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
-             charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
+             reference_model=True, charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
                      "learning_rate")),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
-             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True,
+             sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True, reference_model=True,
              charts=(*_RL_CHARTS, "objective/kl", "completions/mean_length", "policy/entropy", "loss/value")),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
+             vllm=True, fused_logits=True, reference_model=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
+             vllm=True, reference_model=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
 )}
 
 ALL_MODES = tuple(MODES)

@@ -45,6 +45,7 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput, speed_metrics
 
+from backend.modes.step_timing import PhaseTimer
 from backend.ppo import checkpoint, core
 from backend.ppo.value import SharedValueHead, decoder_and_head, hidden_states
 
@@ -169,6 +170,7 @@ class PPOTrainer(Trainer):
         else:
             self.kl_ctl = core.FixedKLController(args.kl_coef)
         self._extra_metrics: dict[str, list[float]] = {}
+        self._phases = PhaseTimer()  # each step's generate / score / update seconds
 
     @staticmethod
     def _config_eos(model) -> list:
@@ -239,9 +241,10 @@ class PPOTrainer(Trainer):
             self.state.epoch = self.state.global_step / steps_per_epoch
             total_loss += update["loss"]
             self._total_loss = total_loss
+            step_time = time.time() - step_start
             logs = {"loss": update["loss"], "reward": rollout.stats["objective/scores"], **rollout.stats, **update,
-                    "objective/kl_coef": kl_coef, "learning_rate": learning_rate,
-                    "step_time": time.time() - step_start}
+                    "objective/kl_coef": kl_coef, "learning_rate": learning_rate, "step_time": step_time,
+                    **self._phases.take(step_time)}
             self.control = self.callback_handler.on_step_end(args, self.state, self.control)
             if self.control.should_log:
                 self.log(logs)
@@ -340,10 +343,12 @@ class PPOTrainer(Trainer):
         rows = [row for row in rows for _ in range(a.num_generations)]
         prompts = [row["prompt"] for row in rows]
         prompt_ids, prompt_mask = self._encode_prompts(prompts)
-        responses = self._generate(prompt_ids, prompt_mask)
+        with self._phases.phase("generate"):
+            responses = self._generate(prompt_ids, prompt_mask)
         mask, ended = core.response_mask(responses, self.eos_token_ids)
         responses = responses.masked_fill(mask == 0, self.pad_token_id)
-        per_source, completions = self._score(prompts, rows, responses, mask)
+        with self._phases.phase("score"):
+            per_source, completions = self._score(prompts, rows, responses, mask)
         weights = self.reward_weights.to(per_source.device)
         scores = torch.nansum(per_source * weights, dim=1)  # a None score counts 0, as in TRL
         scores = scores.to(responses.device)

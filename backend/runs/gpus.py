@@ -44,6 +44,7 @@ class Machine:
     gpu_ids: tuple[str, ...] = ()  # each GPU as CUDA_VISIBLE_DEVICES names it for a child process
     bf16: bool = False  # its GPUs compute in bf16 (Ampere or newer)
     installed: frozenset[str] = field(default_factory=frozenset)  # import names of GPU_PACKAGES present
+    gpu_memory: tuple[int, ...] = ()  # bytes of memory of each GPU, in gpu_ids order
 
     @property
     def gpus(self) -> int:
@@ -62,7 +63,20 @@ def machine() -> Machine:
     visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     ids = tuple(visible[:count]) if len(visible) >= count and visible else tuple(str(i) for i in range(count))
     return Machine(gpu_ids=ids, bf16=bool(count) and torch.cuda.is_bf16_supported(),
-                   installed=frozenset(p for p in GPU_PACKAGES if importlib.util.find_spec(p) is not None))
+                   installed=frozenset(p for p in GPU_PACKAGES if importlib.util.find_spec(p) is not None),
+                   gpu_memory=tuple(torch.cuda.get_device_properties(i).total_memory for i in range(count)))
+
+
+def memory_here(here: Machine | None = None) -> tuple[str, list[int]]:
+    """What a run's memory estimate is measured against: ("cuda", each GPU's memory) on a GPU machine, else
+    ("cpu", [the RAM available now]). A GPU's total, not its free memory: asking CUDA for the free memory would
+    open a context (hundreds of MB) in the asking process, and the runs here get whole GPUs."""
+    here = here or machine()
+    if here.gpus:
+        return "cuda", list(here.gpu_memory)
+    import psutil
+
+    return "cpu", [psutil.virtual_memory().available]
 
 
 # ---- what a run needs ----

@@ -29,6 +29,7 @@ from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
     from backend.data import FormatInfo
+    from backend.models.memory import MemoryEstimate
 
 MAX_CONCURRENT = int(os.environ.get("WORKBENCH_MAX_CONCURRENT", "1"))
 # On a GPU machine the free GPUs bound the runs side by side; the count above binds them there only when it is
@@ -105,11 +106,42 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     return info
 
 
+def memory_estimate(config: RunConfig, workspace: Path, here: gpus.Machine | None = None) -> MemoryEstimate:
+    """The memory one process of the run needs (backend/models/memory.py), against this machine's: available RAM
+    on a CPU, each GPU's memory on GPUs. ModelError when the model's config.json is not on this machine."""
+    from backend.models.memory import estimate_memory, read_shape
+
+    device, available = gpus.memory_here(here)
+    return estimate_memory(config, read_shape(config.model, workspace), device, available=available)
+
+
+def memory_lines(config: RunConfig, workspace: Path) -> list[str]:
+    """The run log's memory lines: the estimate and, when it does not fit, a warning. Only a warning: the
+    estimate is approximate, and memory another process holds now may be free when the run starts."""
+    from backend.models import ModelError
+
+    try:
+        estimate = memory_estimate(config, workspace)
+    except ModelError as e:
+        return [f"memory: no estimate before the start ({e})"]
+    except Exception as e:  # noqa: BLE001 - the estimate is advice: it never keeps a run from starting
+        log.exception("estimating a run's memory failed")
+        return [f"memory: no estimate before the start ({type(e).__name__}: {e})"]
+    lines = [f"memory: {estimate.summary()}"]
+    if estimate.fits is False:
+        lines.append("warning: the memory estimate exceeds this machine's memory; the run may be killed for "
+                     "memory. Lower per_device_train_batch_size, max_length or rl.max_completion_length, turn on "
+                     "gradient_checkpointing, or train a LoRA adapter instead")
+    return lines
+
+
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
     if check:
         preflight(config, store.workspace)
     run = store.create_run(pin_paths(config, store.workspace))
     (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(run.config))
+    # before the supervisor appends the worker's output
+    log_path(store, run.id).write_text("".join(f"{line}\n" for line in memory_lines(run.config, store.workspace)))
     dispatch(store)
     return store.get_run(run.id)
 

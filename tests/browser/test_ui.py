@@ -17,6 +17,9 @@ def test_start_watch_metrics_and_stop(ui_server, page, tiny_model):
     set_text(page, "model", tiny_model)
     set_text(page, "max_steps", 3000)
     set_text(page, "max_length", 64)
+    # the memory line under Start follows the settings: the tiny model at 64 tokens needs under 1 GiB
+    page.wait_for_function("() => /Estimated memory per process: 0\\.\\d+ GiB \\(weights .*\\) — fits in the /"
+                           ".test(document.querySelector('#memory-estimate').textContent)", timeout=30_000)
     page.click("#start")
 
     page.wait_for_function("() => /running/i.test(document.querySelector('#run-status').textContent)",

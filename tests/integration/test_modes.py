@@ -11,6 +11,7 @@ import pytest
 from backend.config import ConfigError, build_config
 from backend.runs.jobs import preflight, submit_run
 from backend.runs.store import RunStore
+from tests.step_timing import assert_each_step_is_split
 from tests.waiting import wait_for
 
 STEPS = 2
@@ -89,6 +90,12 @@ def test_rl_runs_store_samples_with_each_sources_score(finished, mode):
         assert "What is" in s["prompt"] and isinstance(s["completion"], str)
         assert set(s["rewards"]) == {"correct", "format"}
         assert s["total"] == pytest.approx(s["rewards"]["correct"] + 0.5 * s["rewards"]["format"])
+
+
+@pytest.mark.parametrize("mode", ["grpo", "rloo"])
+def test_rl_steps_log_their_time_split_into_generate_score_and_update(finished, mode):
+    store, run = finished[mode]
+    assert_each_step_is_split(store.metrics_since(run.id), list(range(1, STEPS + 1)))
 
 
 def test_a_finished_reward_model_run_loads_as_a_scorer(finished):

@@ -15,6 +15,7 @@ import pytest
 from backend.config import ConfigError, build_config
 from backend.runs.jobs import preflight, stop_run, submit_run
 from backend.runs.store import RunStore
+from tests.step_timing import assert_each_step_is_split
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,7 @@ def test_the_preset_trains_from_the_cli_logs_ppo_metrics_and_saves_policy_and_va
     names = {m["name"] for m in metrics}
     assert PPO_KEYS <= names, PPO_KEYS - names
     assert sorted({m["step"] for m in metrics if m["name"] == "loss/policy"}) == [1, 2]
+    assert_each_step_is_split(metrics, [1, 2])
     adapter = Path(run.adapter_path)
     assert (adapter / "adapter_model.safetensors").exists() and (adapter / "tokenizer_config.json").exists()
     assert (adapter / "value" / "value_head.safetensors").exists()

@@ -37,6 +37,15 @@ def test_cli_train_records_metrics_and_saves_a_loadable_adapter(tiny_model, work
     assert {"loss", "grad_norm", "learning_rate", "mean_token_accuracy"} <= names
     assert sorted({m["step"] for m in shown["metrics"] if m["name"] == "loss"}) == [1, 2, 3, 4, 5, 6]
 
+    # the estimate the run's log began with came within 25% of the worker's measured peak
+    from backend.models.memory import GiB, estimate_memory, read_shape
+
+    log = (Path(workspace) / "runs" / shown["id"] / "train.log").read_text()
+    assert log.startswith("memory: Estimated memory per process: "), log[:300]
+    peak = max(m["value"] for m in shown["metrics"] if m["name"] == "memory/peak_rss_gb")
+    estimate = estimate_memory(build_config(shown["config"]), read_shape(str(tiny_model))).total / GiB
+    assert abs(estimate - peak) <= 0.25 * peak, (estimate, peak)
+
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 

@@ -130,3 +130,24 @@ def test_train_says_how_the_dataset_was_read_before_the_run_starts(tmp_path, mon
     assert out.startswith("dataset: 2 rows, prompt_completion format (prompt + completion, conversational); "
                           "converted: alpaca → prompt + completion\nrun id: 20260101-000000-abcd")
     assert submitted == [False]  # checked once, not twice
+
+
+def test_a_dry_run_checks_everything_a_start_checks_shows_settings_and_memory_and_starts_nothing(
+        tmp_path, tiny_model, capsys):
+    from backend.runs.store import RunStore
+
+    args = ["train", "presets/sft_demo.yaml", "--set", f"model={tiny_model}", "--set", "max_length=64",
+            "--workspace", str(tmp_path), "--dry-run"]
+    assert launch.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dry run: the settings are valid; nothing was started\nmode: sft  model: ")
+    assert "settings (those not at their defaults):\n  name: sft-demo\n" in out and "  max_length: 64\n" in out
+    assert "dataset: 201 rows, messages format" in out
+    assert "memory: Estimated memory per process: " in out and " — fits in the " in out
+    assert RunStore(tmp_path).list_runs() == [] and not (tmp_path / "runs").exists()
+
+    # what only preflight finds (the settings themselves are valid): exit 2, naming it
+    assert launch.main([*args, "--set", f"dataset={tmp_path / 'missing.jsonl'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Cannot start the run:\n  - dataset: ") and "missing.jsonl" in err
+    assert RunStore(tmp_path).list_runs() == []

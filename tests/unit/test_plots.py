@@ -119,7 +119,7 @@ def test_the_reward_is_drawn_on_its_costs_chart_on_a_right_hand_axis():
 
 
 def test_a_run_leads_with_its_modes_charts_folds_the_rest_by_prefix_and_lists_the_flat_ones():
-    from app.plots import GROUP_SLOTS, chart_layout, flat_text
+    from app.plots import GROUP_SLOTS, STEP_TIME, chart_layout, flat_text
     from backend.modes.registry import mode_spec
 
     logged = {"loss": [1, 0.8], "reward": [0.1, 0.5], "rewards/len/mean": [0.1, 0.3], "rewards/len/std": [0.1, 0.2],
@@ -128,14 +128,13 @@ def test_a_run_leads_with_its_modes_charts_folds_the_rest_by_prefix_and_lists_th
               "timing/generate_s": [1, 2], "learning_rate": [1e-4, 9e-5], "eval_reward": [0.5]}
     series = add_rows({}, [r for name, values in logged.items() for r in rows(name, values)])
     layout = chart_layout(series, mode_spec("grpo").charts)
-    assert layout.lead == ["reward", "rewards/len/mean", "eval_reward", "kl", "completions/mean_length"]
+    assert layout.lead == ["reward", "rewards/len/mean", "eval_reward", "kl", "completions/mean_length", STEP_TIME]
     assert layout.flat == ["clip_ratio/low_mean", "clip_ratio/high_mean"]  # all zero: listed, not drawn
     assert flat_text(series, layout.flat) == "`clip_ratio/low_mean` = 0 · `clip_ratio/high_mean` = 0"
     assert layout.groups == [("other", ["loss", "learning_rate"]), ("rewards/*", ["rewards/len/std"]),
-                             ("completions/*", ["completions/max_length"]), ("memory/*", ["memory/peak_rss_gb"]),
-                             ("timing/*", ["timing/generate_s"])]
+                             ("completions/*", ["completions/max_length"]), ("memory/*", ["memory/peak_rss_gb"])]
     sft = chart_layout(series, mode_spec("sft").charts)
-    assert sft.lead == ["loss", "learning_rate"] and "eval_reward" not in sft.lead
+    assert sft.lead == ["loss", "learning_rate", STEP_TIME] and "eval_reward" not in sft.lead
     assert chart_layout(series).lead == [n for n in metric_order(series) if n not in layout.flat]  # no mode: all
     many = add_rows({}, [r for g in range(GROUP_SLOTS + 3) for r in rows(f"g{g}/m", [g, g + 1])])
     groups = chart_layout(many, ("nothing",)).groups
@@ -149,3 +148,23 @@ def test_short_runs_get_whole_step_ticks_and_a_learning_rate_axis_in_exponent_fo
     lr = traces_of(fig, "learning_rate")[0]
     assert fig.layout[lr.xaxis.replace("x", "xaxis")].dtick == 1
     assert fig.layout[lr.yaxis.replace("y", "yaxis")].tickformat == ".1e"
+
+
+
+
+def test_an_rl_steps_time_is_one_chart_of_stacked_bars_after_the_rewards():
+    timings = {"timing/generate_s": [3.0, 2.5, 2.75], "timing/score_s": [0.25, 0.5, 0.25],
+               "timing/update_s": [1.0, 1.25, 1.5]}
+    logged = rows("loss", [1, 1, 1]) + rows("kl", [0, 0.1, 0.2]) + rows("reward", [0, 1, 1]) \
+        + rows("rewards/correct/mean", [0, 1, 1]) + [r for k, v in timings.items() for r in rows(k, v)]
+    fig = build_metrics_figure(logged)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["loss", "reward", "rewards/correct/mean", "step time (s): generate · score · update", "kl"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [b.name for b in bars] == ["generate", "score", "update"] and fig.layout.barmode == "stack"
+    for bar, values in zip(bars, timings.values()):
+        assert list(bar.x) == [1, 2, 3] and list(bar.y) == values
+    assert {(b.xaxis, b.yaxis) for b in bars} == {("x4", "y4")}  # the fourth subplot, one stack per step
+    # a step that logged only some of the three has no bar: a partial stack would misstate the step time
+    partial = build_metrics_figure(logged + rows("timing/generate_s", [9.0], start_step=4))
+    assert all(list(b.x) == [1, 2, 3] for b in partial.data if b.type == "bar")

@@ -1,0 +1,312 @@
+"""How much memory a run needs per training process, before it starts: weights, adapter, gradients, optimizer
+states, activations, and the reference / value / reward models of the modes that keep them, for the run's
+precision, device and sharding. The model's size comes from its config.json alone (no weights are read).
+
+On a CPU the estimate is the worker's peak resident set (the process baseline below included); on a GPU it is
+the memory the process takes on its GPU (CUDA context included). The activation coefficients were calibrated on
+this project's worker: peak RSS of 3-step runs of the embedded model (SFT and DPO, LoRA and full, lengths 16
+to 512) came within 5% of this model.
+
+No torch at import, so a form can call it on every change.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.config import RunConfig
+from backend.models.specs import EMBEDDED_MODEL, ModelError, is_hub_id, local_folder
+
+GiB = 2**30
+# Peak RSS of the worker process itself (python, torch, transformers, TRL, peft, datasets, accelerate, the
+# tokenizer and the dataset), measured as `memory/peak_rss_gb` of a 3-step SFT LoRA run of the 2-layer,
+# 64-wide test model (13 MB of weights) with 8-token rows on this project's CPU machine: 0.57 GiB.
+CPU_PROCESS_BASELINE = int(0.56 * GiB)
+# A CUDA context with cuBLAS / cuDNN workspaces takes 0.3-0.6 GiB outside torch's allocator (torch 2.x on
+# recent GPUs).
+GPU_PROCESS_BASELINE = int(0.5 * GiB)
+
+# Elements each token keeps for the backward pass, per decoder layer, in units of the layer's widths: the
+# norms, attention inputs and outputs and the MLP's gate / up / activation (calibrated, see above). Full
+# fine-tuning also keeps the inputs of the frozen-in-LoRA projections for their weight gradients.
+_PER_LAYER_HIDDEN, _PER_LAYER_MLP, _PER_LAYER_KV = 20, 4, 2
+_FULL_EXTRA_HIDDEN, _FULL_EXTRA_MLP = 1, 1
+# Vocabulary-wide float32 tensors per token: logits and their log-softmax for the loss; a trainer that
+# computes log-probs in tiles (ModeSpec.fused_logits) keeps a fraction of one.
+_LOGIT_COPIES, _FUSED_LOGIT_COPIES = 2.0, 0.5
+_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer's sizes, as its config.json gives them (Llama, Mistral, Qwen, SmolLM, ...)."""
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    intermediate_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    tied_embeddings: bool = True
+    attention_bias: bool = False
+    mlp_bias: bool = False
+
+    @classmethod
+    def from_config(cls, config: dict, source: str = "config.json") -> ModelShape:
+        config = config.get("text_config") or config  # a multimodal config nests the language model's
+        need = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
+        if missing := [k for k in need if not isinstance(config.get(k), int)]:
+            raise ModelError(f"{source} has no {', '.join(missing)}: the memory estimate reads a decoder-only "
+                             "transformer's sizes (Llama-style configs)", "no_shape", source)
+        heads = config["num_attention_heads"]
+        return cls(vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
+                   num_layers=config["num_hidden_layers"], intermediate_size=config["intermediate_size"],
+                   num_heads=heads, num_kv_heads=config.get("num_key_value_heads") or heads,
+                   head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+                   tied_embeddings=bool(config.get("tie_word_embeddings", True)),
+                   attention_bias=bool(config.get("attention_bias", False)),
+                   mlp_bias=bool(config.get("mlp_bias", False)))
+
+    def linears(self) -> dict[str, tuple[int, int]]:
+        """(inputs, outputs) of each projection of one decoder layer."""
+        h, q, kv, i = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, \
+            self.intermediate_size
+        return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    @property
+    def embedding_parameters(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
+    @property
+    def layer_linear_parameters(self) -> int:
+        """Every decoder layer's projection weights (what 4-bit quantization shrinks)."""
+        return self.num_layers * sum(a * b for a, b in self.linears().values())
+
+    @property
+    def parameters(self) -> int:
+        lin = self.linears()
+        biases = (sum(lin[n][1] for n in ("q_proj", "k_proj", "v_proj", "o_proj")) if self.attention_bias else 0) \
+            + (sum(lin[n][1] for n in ("gate_proj", "up_proj", "down_proj")) if self.mlp_bias else 0)
+        norms = 2 * self.hidden_size
+        return self.embedding_parameters + self.layer_linear_parameters + self.num_layers * (norms + biases) \
+            + self.hidden_size  # the final norm
+
+    def lora_parameters(self, r: int, targets: list[str]) -> int:
+        """The adapter's size: r × (inputs + outputs) for every targeted projection of every layer. all-linear
+        adapts every projection; names the model lacks count nothing (preflight names them)."""
+        names = _LINEARS if targets == ["all-linear"] else targets
+        return self.num_layers * sum(r * sum(self.linears()[n]) for n in names if n in self.linears())
+
+
+def read_shape(spec: str, workspace: Path | None = None) -> ModelShape:
+    """The shape of the model a run config names, from its config.json on this machine (the embedded model's
+    converted copy, a folder, a run's model, a Hub id's cached config); ModelError says why not. Nothing is
+    downloaded or converted."""
+    path = _config_file((spec or "").strip(), workspace)
+    try:
+        return ModelShape.from_config(json.loads(Path(path).read_text()), str(path))
+    except ModelError:
+        raise
+    except (OSError, ValueError) as e:
+        raise ModelError(f"could not read {path}: {e}", "bad_config", path) from None
+
+
+def _config_file(spec: str, workspace: Path | None) -> Path:
+    if spec.startswith("run:"):
+        from backend.models.ref import ModelRef
+
+        return Path(ModelRef.parse(spec, workspace).resolve()) / "config.json"
+    if (folder := local_folder(spec)) is not None:
+        if not (folder / "config.json").is_file():
+            raise ModelError(f"folder {folder} has no config.json", "not_model", folder)
+        return folder / "config.json"
+    if spec.lower() == EMBEDDED_MODEL:
+        raise ModelError(f"`{EMBEDDED_MODEL}` is converted when it is first used (~30 s)", "not_cached", spec)
+    if is_hub_id(spec):
+        from backend.hub import cached_hub_file
+
+        if found := cached_hub_file(spec, "config.json"):
+            return Path(found)
+        raise ModelError(f"{spec}: its config.json is not on this machine yet (it downloads when the run "
+                         "starts)", "not_cached", spec)
+    raise ModelError(f"model folder {spec} does not exist", "missing", spec)
+
+
+@dataclass
+class MemoryEstimate:
+    """Bytes per training process. `parts` add up to `total`; `overlap` names what the peak holds instead of
+    (not beside) the activations: gradients, generation's cache."""
+
+    device: str  # "cpu" or "cuda"
+    processes: int  # on this machine: they share its RAM on a CPU, one GPU each on GPUs
+    parts: dict[str, int]
+    overlap: dict[str, int] = field(default_factory=dict)
+    available: list[int] | None = None  # bytes: [available RAM] on a CPU, each GPU's memory on GPUs
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+    @property
+    def fits(self) -> bool | None:
+        """None when the free memory is unknown."""
+        if not self.available:
+            return None
+        if self.device == "cpu":
+            return self.total * self.processes <= self.available[0]
+        return len(self.available) >= self.processes and \
+            all(free >= self.total for free in self.available[:self.processes])
+
+    def breakdown(self) -> str:
+        shown = [f"{name} {gb(size)} GiB" for name, size in self.parts.items() if size >= 0.005 * GiB]
+        shown += [f"{name} {gb(size)} GiB in the backward pass in their place" if name == "gradients"
+                  else f"{name} {gb(size)} GiB while generating in their place" for name, size in self.overlap.items()
+                  if size >= 0.005 * GiB]
+        return ", ".join(shown)
+
+    def verdict(self) -> str:
+        if self.fits is None:
+            return "free memory unknown here"
+        if self.device == "cpu":
+            free, need = self.available[0], self.total * self.processes
+            together = f"{self.processes} processes need ≈ {gb(need)} GiB together" if self.processes > 1 \
+                else f"needs ≈ {gb(need)} GiB"
+            return (f"fits in the {gb(free)} GiB free here" + (f" ({together})" if self.processes > 1 else "")
+                    if self.fits else f"does not fit: {together}, this machine has {gb(free)} GiB free")
+        if len(self.available) < self.processes:
+            return (f"does not fit: {self.processes} processes need one GPU each, this machine has "
+                    f"{len(self.available)}")
+        smallest = gb(min(self.available[:self.processes]))
+        return (f"fits in the {smallest} GiB of each GPU here" if self.fits else
+                f"does not fit: needs ≈ {gb(self.total)} GiB per GPU, the smallest here has {smallest} GiB")
+
+    def summary(self) -> str:
+        where = "" if self.device == "cpu" else " (GPU memory)"
+        per = f"per process{where}" + (f", {self.processes} processes" if self.processes > 1 else "")
+        text = f"Estimated memory {per}: {gb(self.total)} GiB ({self.breakdown()}) — {self.verdict()}"
+        return text + "".join(f"; {note}" for note in self.notes)
+
+
+def gb(size: float) -> str:
+    value = size / GiB
+    return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+
+
+def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *,
+                    available: list[int] | None = None, weight_bits: int | None = None) -> MemoryEstimate:
+    """The memory one training process of `config` needs on `device` ("cpu" or "cuda").
+
+    weight_bits: 4 for QLoRA (the decoder layers' projections stored in 4 bits, embeddings and norms in the
+    compute dtype); None takes it from the run's quantization setting.
+    """
+    from backend.modes.registry import mode_spec
+
+    spec, c = mode_spec(config.mode), config
+    if weight_bits is None and c.quantization == "4bit":
+        weight_bits = 4
+    precision = _precision(c.precision, device)
+    half = 2 if precision in ("bf16", "fp16") else 4  # bytes of the compute dtype
+    lora = c.finetuning == "lora"
+    weight_bytes = half if lora else 4  # full fine-tuning keeps float32 master weights (modes/training.py)
+    n = shape.parameters
+    weights = _weights(shape, weight_bytes, weight_bits if lora else None)
+    trainable = shape.lora_parameters(c.lora.r, c.lora.target_modules) if lora else n
+    notes = []
+
+    parts: dict[str, int] = {"weights": weights}
+    overlap: dict[str, int] = {}
+    if lora:
+        parts["adapter"] = trainable * 4 * 2  # float32 weights and their gradients
+    else:
+        overlap["gradients"] = n * 4
+    parts["optimizer"] = trainable * 4 * 2  # AdamW: two float32 moments per trainable weight
+
+    rl = spec.online_rl
+    if spec.reference_model and not lora and not (spec.groups_completions and c.rl.beta == 0):
+        parts["reference model"] = weights
+    if "ppo" in spec.sections:
+        if c.ppo.value_model == "separate":
+            parts["value model"] = weights + (parts.get("adapter", 0) if lora else 0)
+            if not lora:
+                parts["optimizer"] *= 2
+                overlap["gradients"] *= 2
+        else:
+            parts["value model"] = shape.hidden_size * 4 * 4
+    reward_models = sum(1 for s in c.reward_sources if s.type == "reward_model") if rl else 0
+    if reward_models:
+        parts["reward models"] = reward_models * n * 4  # loaded in float32; taken as the base's size
+        notes.append("reward models counted at the base model's size")
+
+    sequences, length = _sequences(c, spec)
+    tokens = sequences * length
+    parts["activations"] = _activations(shape, tokens, half, full=not lora, fused=spec.fused_logits,
+                                        checkpointing=c.gradient_checkpointing)
+    if rl:  # the generation's key / value cache is freed before the training pass's activations
+        overlap["generation cache"] = tokens * shape.num_layers * 2 * shape.num_kv_heads * shape.head_dim * half
+    if not lora and precision in ("bf16", "fp16"):  # autocast keeps half-precision copies of the weights
+        parts["activations"] += n * half
+
+    _shard(parts, overlap, c)
+    parts["runtime"] = CPU_PROCESS_BASELINE if device == "cpu" else GPU_PROCESS_BASELINE
+    # what the peak holds instead of activations, where it is larger
+    extra = max(overlap.values(), default=0) - parts["activations"]
+    if extra > 0:
+        parts["activations"] += extra
+        notes.append("the peak is in the backward pass (gradients) or in generation, above the activations")
+    return MemoryEstimate(device, c.num_processes, parts, overlap, available, notes)
+
+
+def _precision(precision: str, device: str) -> str:
+    """What training.resolved_precision picks, without asking torch (the GPU is taken to have bf16)."""
+    if precision != "auto":
+        return precision
+    return "fp32" if device == "cpu" else "bf16"
+
+
+def _weights(shape: ModelShape, weight_bytes: int, weight_bits: int | None) -> int:
+    if not weight_bits:
+        return shape.parameters * weight_bytes
+    quantized = shape.layer_linear_parameters
+    # 4-bit blocks of 64 keep one scale each (double-quantized to about 8 bits)
+    return int(quantized * (weight_bits / 8 + 1 / 64)) + (shape.parameters - quantized) * weight_bytes
+
+
+def _sequences(c: RunConfig, spec) -> tuple[int, int]:
+    """(sequences, tokens each) of one micro-batch, at the longest the settings allow."""
+    if spec.online_rl:  # the batch counts completions, each a prompt (≤ max length) and its completion
+        return c.per_device_train_batch_size, c.max_length + c.rl.max_completion_length
+    return c.per_device_train_batch_size * (2 if spec.pairwise else 1), c.max_length
+
+
+def _activations(shape: ModelShape, tokens: int, half: int, *, full: bool, fused: bool,
+                 checkpointing: bool) -> int:
+    h, i, kv = shape.hidden_size, shape.intermediate_size, shape.num_kv_heads * shape.head_dim
+    per_layer = _PER_LAYER_HIDDEN * h + _PER_LAYER_MLP * i + _PER_LAYER_KV * kv
+    if full:
+        per_layer += _FULL_EXTRA_HIDDEN * h + _FULL_EXTRA_MLP * i
+    # checkpointing keeps each layer's input and recomputes one layer at a time
+    layers = shape.num_layers * h + per_layer if checkpointing else shape.num_layers * per_layer
+    logits = (_FUSED_LOGIT_COPIES if fused else _LOGIT_COPIES) * shape.vocab_size * 4  # upcast to float32
+    return int(tokens * (layers * half + logits))
+
+
+def _shard(parts: dict[str, int], overlap: dict[str, int], c: RunConfig) -> None:
+    """FSDP shards weights, gradients and optimizer states over the processes; ZeRO stage 1 the optimizer
+    states, 2 also gradients, 3 also weights; offloading moves the optimizer (and ZeRO-3's weights) to the CPU."""
+    d, world = c.distributed, c.world_size
+    if world == 1 and d.strategy == "fsdp":
+        return  # one process: accelerate runs it unsharded
+    sharded = {"fsdp": ("weights", "gradients", "optimizer"),
+               "deepspeed": ("optimizer", "gradients", "weights")[:d.zero_stage]}.get(d.strategy, ())
+    for name in sharded:
+        for table in (parts, overlap):
+            if name in table:
+                table[name] //= world
+    if d.offload and d.strategy != "ddp":
+        parts["optimizer"] = 0
+        if d.strategy == "fsdp" or d.zero_stage == 3:
+            parts["weights"] = 0
