@@ -160,21 +160,27 @@ class Section:
 
     container: gr.Column
     paths: list[str]
+    name: str = ""  # the schema section ("" for top-level settings)
+    title: gr.Markdown | None = None
 
 
 def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = (), per_row: int = 4,
-                   advanced_label: str = "Advanced settings") -> list[Section]:
+                   advanced_label: str = "Advanced settings", words=None) -> list[Section]:
     """Lay out every setting not in `skip` and not already built, by schema section: basic ones in view,
-    advanced ones in a folded accordion. New components are added to `components` (keyed by path)."""
+    advanced ones in a folded accordion. New components are added to `components` (keyed by path); `words`
+    (an i18n.Translatable) is given the section titles and the accordion to translate."""
     todo = [p for p in PATHS if p not in skip and p not in components]
     mode = default_value("mode")
     sections: list[Section] = []
 
     def block(paths: list[str], section: str, titled: bool):
         simple = [p for p in paths if not is_source_list(p)]
+        title = None
         with gr.Column(visible=any(shown_for(p, mode) for p in paths), elem_classes=["wb-block"]) as col:
             if titled and section and simple:
-                gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
+                title = gr.Markdown(f"**{_section_title(section)}**", elem_classes=["wb-section"])
+                if words is not None:
+                    words.add(title, f"section.{section}", "value", bold=True)
             for i in range(0, len(simple), per_row):
                 with gr.Row(equal_height=True):
                     for p in simple[i:i + per_row]:
@@ -182,7 +188,7 @@ def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = ()
             for p in paths:
                 if is_source_list(p):  # a whole-width editor of its own
                     components[p] = build_source_editor(p)
-        sections.append(Section(col, paths))
+        sections.append(Section(col, paths, section, title))
 
     def blocks(paths: list[str]):
         for section in sorted(dict.fromkeys(_section(p) for p in paths), key=bool):  # top level first
@@ -191,8 +197,10 @@ def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = ()
     blocks([p for p in todo if group_of(p) == "basic"])
     advanced = [p for p in todo if group_of(p) != "basic"]
     if advanced:
-        with gr.Accordion(advanced_label, open=False, elem_id="advanced"):
+        with gr.Accordion(advanced_label, open=False, elem_id="advanced") as folded:
             blocks(advanced)
+        if words is not None:
+            words.add(folded, "train.advanced")
     return sections
 
 

@@ -182,7 +182,7 @@ def layout(store: RunStore) -> LabelUI:
     view = gr.State(LabelView())
     gr.Markdown("Compare two answers to each prompt (or rate one) and every label is saved at once. Keys: "
                 "**1** A better · **2** B better · **3** tie · **4** both bad · **U** undo "
-                "(single answers: **1** good, **2** bad).", elem_classes=["wb-intro"])
+                "(single answers: **1** good, **2** bad, **3** unsafe).", elem_classes=["wb-intro"])
     with gr.Accordion("New labeling session", open=True, elem_id="label-new") as new_box:
         with gr.Row(equal_height=True):
             mode = gr.Radio([("Compare two answers (DPO, reward model)", "pair"),

@@ -19,7 +19,7 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import (chat_tab, eval_tab, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
+from app import (chat_tab, eval_tab, i18n, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
                  train_tab)
 from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
@@ -89,33 +89,61 @@ def _import_transformers() -> None:
     transformers.PreTrainedTokenizerBase  # noqa: B018 - resolves the lazy attribute
 
 
-def build_app(workspace: str | Path, warning: str | None = None) -> gr.Blocks:
-    """`warning`: said in the page header on every tab (e.g. served to the network without a password)."""
+def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18n.DEFAULT) -> gr.Blocks:
+    """`warning`: said in the page header on every tab (e.g. served to the network without a password);
+    `lang`: the interface language of a browser that has not chosen one."""
     _import_transformers()
     store = RunStore(workspace)
+    words = i18n.Translatable()
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
-        gr.HTML(f'<div class="wb-header"><h2>{TITLE}</h2>'
-                f'<span>workspace <code>{store.workspace}</code></span></div>'
-                + (f'<div class="wb-warning" role="alert"><b>Warning:</b> {html.escape(warning)}</div>'
-                   if warning else ""), elem_id="header")
+        with gr.Row(equal_height=True, elem_classes=["wb-header-row"]):
+            gr.HTML(f'<div class="wb-header"><h2>{TITLE}</h2>'
+                    f'<span>workspace <code>{store.workspace}</code></span></div>'
+                    + (f'<div class="wb-warning" role="alert"><b>Warning:</b> {html.escape(warning)}</div>'
+                       if warning else ""), elem_id="header")
+            language = gr.Radio([(name, code) for code, name in i18n.LANGUAGES.items()], value=i18n.pick(lang),
+                                label="Language / 语言", show_label=False, elem_id="language", scale=0,
+                                min_width=190, container=False)
+        chosen = gr.BrowserState("", storage_key="workbench-language", secret=label_layout.browser_secret(store.workspace))
         view = gr.State(RunView())
         timer = gr.Timer(POLL_SECONDS)
         with gr.Tabs(elem_id="tabs") as tabs:
-            with gr.Tab("Train", id="train", elem_id="tab-train"):
-                train = train_tab.build(store, timer, view)
-            with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                runs = runs_tab.build(store, timer, view)
-            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate"):
+            with gr.Tab("Train", id="train", elem_id="tab-train") as page:
+                words.add(page, "tab.train")
+                train = train_tab.build(store, timer, view, words)
+            with gr.Tab("Runs", id="runs", elem_id="tab-runs") as page:
+                words.add(page, "tab.runs")
+                runs = runs_tab.build(store, timer, view, words)
+            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate") as page:
+                words.add(page, "tab.evaluate")
                 evaluate = eval_tab.build(store, timer)
-            with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps"):
+            with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps") as page:
+                words.add(page, "tab.sweeps")
                 sweeps_tab.build(store, timer, runs.select, tabs, train.form)
-            with gr.Tab("Reward playground", id="playground", elem_id="tab-playground"):
+            with gr.Tab("Reward playground", id="playground", elem_id="tab-playground") as page:
+                words.add(page, "tab.playground")
                 play = playground_tab.build(store, train.sources)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:
+                words.add(chat_page, "tab.chat")
                 chat = chat_tab.build(store, train.sources)
             with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as label_page:
+                words.add(label_page, "tab.labeling")
                 fields = train.form.components
                 label = label_tab.build(store, timer, {k: fields[k] for k in ("mode", "dataset", "model")}, tabs)
+
+        def on_language(code):
+            """A language picked in the header: the page's words in it, remembered by this browser."""
+            return {**words.updates(code), chosen: i18n.pick(code)}
+
+        def on_open(saved):
+            """A fresh page: the language this browser chose before, else the server's."""
+            code = i18n.pick(saved or lang)
+            if code == i18n.DEFAULT:
+                return {language: code}  # the page is built in it
+            return {**words.updates(code), language: code}
+
+        language.input(on_language, language, [*words.components, chosen], show_progress="hidden")
+        demo.load(on_open, chosen, [*words.components, language], show_progress="hidden")
 
         def follow(run_id):
             """After Start: select the new run in the Runs tab and open that tab (nothing when none started)."""
@@ -183,12 +211,12 @@ def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
 
 
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
-              auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False):
+              auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False, lang: str = i18n.DEFAULT):
     from backend.monitoring import open_warning
 
     if warning := open_warning(host, auth):
         log.warning(warning)
-    demo = build_app(workspace, warning)
+    demo = build_app(workspace, warning, lang)
     demo.queue(default_concurrency_limit=4)
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,
                        theme=theme(), css=CSS + label_layout.CSS, ssr_mode=False, show_error=False,

@@ -91,7 +91,8 @@ def samples_frame(rows: list[list], sources: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *sources, "total"])
 
 
-def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
+def build(store: RunStore, timer: gr.Timer, view: gr.State, words=None) -> RunsTab:
+    """`words` (an i18n.Translatable) is given this tab's words to translate."""
     table = gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
                          elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
@@ -134,6 +135,11 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State) -> RunsTab:
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
             export_panel.build(store, select)
     compare_panel.build(store, timer)
+    if words is not None:
+        for component, key, prop in ((stop, "runs.stop", "value"), (resume, "runs.resume", "value"),
+                                     (evaluate, "runs.evaluate", "value"), (delete, "runs.delete", "value"),
+                                     (select, "runs.select", "label")):
+            words.add(component, key, prop)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
                samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, *group_boxes,

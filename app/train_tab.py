@@ -139,7 +139,8 @@ def format_text(info, error: str | None, mode: str) -> str:
 
 # ---- layout and events ----
 
-def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
+def build(store: RunStore, timer: gr.Timer, runs_view: gr.State, words=None) -> TrainTab:
+    """`words` (an i18n.Translatable) is given this tab's settings and words to translate."""
     workspace = store.workspace
     shown_ws = None if workspace == default_workspace() else workspace
     session = gr.State(TrainSession())
@@ -157,9 +158,9 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
                                                      allow_custom_value=True, filterable=True, scale=3)
                 upload = gr.File(label="Upload a dataset", file_types=UPLOAD_TYPES, type="filepath",
                                  elem_id="upload", height=120, scale=2, min_width=180)
-            sections = forms.build_settings(c, skip=("model", "mode", "dataset"))
+            sections = forms.build_settings(c, skip=("model", "mode", "dataset"), words=words)
             form = forms.SettingsForm(c, sections)
-            with gr.Accordion("Presets", open=False, elem_id="presets"):
+            with gr.Accordion("Presets", open=False, elem_id="presets") as presets_box:
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     preset = gr.Dropdown(label="Preset", choices=preset_choices(workspace), value=None,
                                          elem_id="preset", scale=3)
@@ -176,7 +177,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             memory = gr.Markdown("", elem_id="memory-estimate")
             status = gr.HTML(progress_html(None, empty=NO_RUN), elem_id="run-status")
             message = gr.Markdown("", elem_id="train-message")
-            gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
+            preview_title = gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
             data_format = gr.Markdown("", elem_id="dataset-format")
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
                                         max_chars=PREVIEW_CHARS, show_row_numbers=True,
@@ -187,6 +188,14 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State) -> TrainTab:
             show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
             cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
                           interactive=False, wrap_lines=True, show_line_numbers=False)
+
+    if words is not None:
+        words.settings.update({p: comp for p, comp in c.items() if not isinstance(comp, RewardSourcesEditor)})
+        for component, key, prop in ((start, "train.start", "value"), (stop, "train.stop", "value"),
+                                     (show_cli, "train.show_cli", "value"), (show_example, "train.show_example", "value"),
+                                     (upload, "train.upload", "label"), (presets_box, "train.presets", "label")):
+            words.add(component, key, prop)
+        words.add(preview_title, "train.preview", "value", bold=True)
 
     # ---- handlers ----
 

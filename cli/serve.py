@@ -12,6 +12,8 @@ def add_parsers(sub, common) -> None:
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=7860)
     ui.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"), help="user:password")
+    ui.add_argument("--lang", choices=["en", "zh"], default=os.environ.get("WORKBENCH_LANG") or "en",
+                    help="interface language of a browser that has not chosen one in the header (en, zh)")
     ui.set_defaults(func=cmd_ui)
 
     me = sub.add_parser("metrics", parents=[common],
@@ -70,7 +72,7 @@ def cmd_ui(args) -> int:
     if why := _port_taken(args.host, args.port):
         return bad_input(f"cannot start the UI: {why}")
     _warn_if_open(args, auth)
-    launch_ui(workspace=workspace(args), host=args.host, port=args.port, auth=auth)
+    launch_ui(workspace=workspace(args), host=args.host, port=args.port, auth=auth, lang=args.lang)
     return 0
 
 

@@ -1,0 +1,22 @@
+"""The interface language: switched to 中文 in the header and back, remembered by the browser across a reload."""
+
+LABEL = "(id) => document.querySelector(`#${id} label, #${id} .label-wrap, #${id} [data-testid=block-label]`)" \
+        "?.textContent.trim() ?? ''"
+
+
+def test_switch_to_chinese_and_back_remembered_across_a_reload(ui_server, page):
+    page.goto(ui_server["url"])
+    page.wait_for_selector("#model")
+    assert page.get_by_role("tab", name="Train").is_visible()
+    page.locator("#language").get_by_text("中文").click()
+    page.get_by_role("tab", name="训练").wait_for()
+    assert page.get_by_role("tab", name="运行").is_visible()
+    page.wait_for_function("() => document.querySelector('#start').textContent.includes('开始训练')")
+    page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
+    page.reload()  # the browser keeps its choice
+    page.get_by_role("tab", name="训练").wait_for(timeout=30_000)
+    page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
+    page.locator("#language").get_by_text("English").click()
+    page.get_by_role("tab", name="Train").wait_for()
+    page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('Learning rate')")
+    assert "Start training" in page.locator("#start").text_content()

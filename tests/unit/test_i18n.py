@@ -1,0 +1,35 @@
+"""The interface's two languages: every setting and every word of the page in both, none left over."""
+from app import i18n
+from backend.config.build import field_paths
+from backend.config.zh import ZH
+
+
+def test_every_setting_has_its_label_and_help_in_chinese_and_no_entry_is_stale():
+    paths = [p for p, _ in field_paths()]
+    assert sorted(set(paths) - set(ZH)) == []  # a new setting needs its Chinese next to it
+    assert sorted(set(ZH) - set(paths)) == []  # a renamed or removed one leaves nothing behind
+    for path, info in field_paths():
+        title, help_text = ZH[path]
+        assert title.strip() and (help_text.strip() or not info.description), path
+        assert i18n.setting_text(path, "en") == (info.title or path, info.description or "")
+    assert i18n.setting_text("learning_rate", "zh")[0] == "学习率"
+
+
+def test_every_word_of_the_page_is_in_both_languages():
+    for key, (en, zh) in i18n.UI.items():
+        assert en.strip() and zh.strip(), key
+    assert i18n.text("tab.train", "zh") == "训练" and i18n.text("tab.train", "en") == "Train"
+    assert i18n.pick("fr") == i18n.DEFAULT and i18n.pick("zh") == "zh"
+
+
+def test_a_section_title_keeps_its_markdown_and_settings_get_label_and_help():
+    import gradio as gr
+
+    words = i18n.Translatable()
+    with gr.Blocks():
+        title = words.add(gr.Markdown("**Data**"), "section.data", "value", bold=True)
+        box = gr.Number(label="Learning rate")
+    words.settings["learning_rate"] = box
+    updates = words.updates("zh")
+    assert updates[title]["value"] == "**数据**"
+    assert updates[box]["label"] == "学习率" and updates[box]["info"].startswith("峰值学习率")
