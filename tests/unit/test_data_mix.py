@@ -35,13 +35,22 @@ def test_interleaving_draws_by_weight_until_each_is_used_up(files):
         prepare_dataset("alpaca.json,more.json", "sft", files, DataOptions(mix="interleave", mix_weights=(1, 1, 1)))
 
 
-def test_datasets_of_different_formats_are_refused_naming_both(files):
-    with pytest.raises(DatasetError) as err:
-        prepare_dataset("alpaca.json, chat.json", "sft", files)
-    assert str(err.value) == ("datasets alpaca.json and chat.json end in different formats, prompt_completion "
-                              "(conversational) and messages (conversational); mix datasets of one format")
-    with pytest.raises(DatasetError, match="prompt_completion \\(conversational\\) and prompt_completion \\(plain"):
-        prepare_dataset("alpaca.json, plain.jsonl", "sft", files)
+def test_datasets_of_different_formats_are_made_alike_where_nothing_is_lost(files):
+    ds, info = prepare_dataset("alpaca.json, chat.json", "sft", files)
+    assert (info.name, len(ds)) == ("messages", 4)
+    assert ds[0]["messages"] == [{"role": "user", "content": "Describe a process of making crepes."},
+                                 {"role": "assistant", "content": "Making crepes is easy."}]
+    assert info.applied[0] == ("alpaca.json: prompt + completion as one messages list, trained as a conversation "
+                               "like the messages ones")
+    ds, info = prepare_dataset("alpaca.json, plain.jsonl", "sft", files)
+    assert info.conversational and ds[-1] == {"prompt": [{"role": "user", "content": "2+2="}],
+                                               "completion": [{"role": "assistant", "content": " 4"}]}
+    assert info.applied[0] == "plain.jsonl: plain text as chat messages to mix with the conversational ones"
+    (files / "text.jsonl").write_text(json.dumps({"text": "Once upon a time."}) + "\n")
+    with pytest.raises(DatasetError) as err:  # plain text has no roles to recover
+        prepare_dataset("alpaca.json, text.jsonl", "sft", files)
+    assert str(err.value) == ("datasets alpaca.json and text.jsonl end in different formats, prompt_completion "
+                              "(conversational) and text (plain text); mix datasets of one format")
 
 
 def test_a_bad_row_is_named_by_its_own_file(files):
