@@ -17,7 +17,9 @@ from app.eval_render import (EXAMPLE_COLUMNS, SCORER_HELP, eval_choices, example
                              win_figure)
 from app.formatting import error_markdown
 from backend import evals
-from backend.runs.store import RunStore
+from backend.modes.registry import mode_spec
+from backend.runs import jobs
+from backend.runs.store import RUN_PREFIX, RunStore
 
 log = logging.getLogger(__name__)
 GEN = evals.Generation()  # the form's defaults are the schema's
@@ -37,7 +39,15 @@ class EvalTab:
 
 
 def model_options(store: RunStore) -> list[tuple[str, str]]:
-    return [("base (of the other models)", evals.BASE)] + generation_model_choices(store)
+    """The base, every model that writes answers, then each ended run's checkpoints (run:ID@STEP): how a run
+    did part-way, e.g. before it overfitted."""
+    out = [("base (of the other models)", evals.BASE)] + generation_model_choices(store)
+    for run in store.list_runs():
+        if run.active or not mode_spec(run.mode).writes_answers:
+            continue
+        out += [(f"{run.name} · checkpoint at step {step} ({run.id})", f"{RUN_PREFIX}{run.id}@{step}")
+                for step, _ in jobs.checkpoints(store, run.id)]
+    return out
 
 
 def heldout_choices(store: RunStore) -> list[tuple[str, str]]:

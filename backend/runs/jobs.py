@@ -184,9 +184,9 @@ def reconcile(store: RunStore) -> list[str]:
 
 # ---- resuming ----
 
-def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
-    """The run's newest complete checkpoint and its step, or None. A folder without trainer_state.json (which
-    the trainer writes last) was cut off mid-save and is skipped."""
+def checkpoints(store: RunStore, run_id: str) -> list[tuple[int, Path]]:
+    """The run's complete checkpoints as (step, folder), oldest first. A folder without trainer_state.json
+    (which the trainer writes last) was cut off mid-save and is skipped."""
     folder = store.run_dir(run_id) / "checkpoints"
     found = []
     for path in folder.glob("checkpoint-*") if folder.is_dir() else ():
@@ -195,9 +195,15 @@ def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
         except (OSError, ValueError, KeyError):
             continue
         found.append((int(step), path))
+    return sorted(found)
+
+
+def last_checkpoint(store: RunStore, run_id: str) -> tuple[Path, int] | None:
+    """The run's newest complete checkpoint and its step, or None."""
+    found = checkpoints(store, run_id)
     if not found:
         return None
-    step, path = max(found)
+    step, path = found[-1]
     return path, step
 
 

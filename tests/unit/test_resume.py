@@ -146,3 +146,16 @@ def test_an_older_workspace_gains_the_attempt_column(tmp_path):
         db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",
                    ("20250101-000000-abcd", "old", "sft", "failed", build_config({}).model_dump_json(), 1.0))
     assert RunStore(tmp_path).get_run("20250101-000000-abcd").attempt == 1
+
+
+def test_an_ended_runs_complete_checkpoints_are_models_to_evaluate(store):
+    from app.eval_tab import model_options
+
+    run = store.create_run(build_config({"mode": "sft", "name": "cp"}))
+    for step, complete in ((5, True), (10, True), (15, False)):
+        _checkpoint(store, run.id, step, complete)
+    assert [s for s, _ in jobs.checkpoints(store, run.id)] == [5, 10]
+    assert not [v for _, v in model_options(store) if "@" in v]  # still queued: nothing to evaluate yet
+    store.finish_run(run.id, "failed")
+    assert [(label, v) for label, v in model_options(store) if "@" in v] == [
+        (f"cp · checkpoint at step {s} ({run.id})", f"run:{run.id}@{s}") for s in (5, 10)]
