@@ -134,13 +134,17 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("safe_rl.png"))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--baits", action="store_true", help="train on the prompts that name a blocked word only")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS))
     a = p.parse_args(argv)
     overrides = [f"max_steps={a.steps}", "logging_steps=1", "save_steps=0", *a.set]
     scratch = tempfile.TemporaryDirectory()
     if a.baits:
         overrides.append(f"dataset={bait_prompts(Path(scratch.name))}")
     results, start = {}, time.time()
-    for variant in VARIANTS:
+    chosen = [v.strip() for v in a.variants.split(",") if v.strip()]
+    if any(v not in VARIANTS for v in chosen) or not {"constraint", "none"} <= set(chosen):
+        p.error(f"--variants {a.variants}: give constraint and none, and optionally fixed")
+    for variant in chosen:
         config = variant_config(variant, overrides)
         with tempfile.TemporaryDirectory() as workspace:
             results[variant] = (config, train(config, Path(workspace)))
