@@ -110,21 +110,22 @@ def _group_of(name: str) -> str:
 
 def chart_layout(series: Series, charts: Iterable[str] = ()) -> ChartLayout:
     """Split `series` for the page: `charts` (the mode's fnmatch patterns, in order) lead; with none, every
-    chart leads. A metric logged once is never flat (one evaluation at the end must show)."""
+    chart leads. Flat ones outside the lead are listed, not drawn; a metric logged once is never flat (one
+    evaluation at the end must show)."""
     names = metric_order(n for n in series if n not in SUMMARY)
-    flat = [n for n in names if n in series and len(series[n][1]) >= 2 and min(series[n][1]) == max(series[n][1])]
-    shown = [n for n in names if n not in flat]
     charts = list(charts)
+    lead = []
+    for pattern in charts:  # the mode's own charts lead even while flat (a reward stuck at 0 is news)
+        lead += [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in lead]
+    lead += [STEP_TIME] if STEP_TIME in names and charts else []  # where an RL step's time goes: what to tune
+    flat = [n for n in names if n not in lead and n in series and len(series[n][1]) >= 2
+            and min(series[n][1]) == max(series[n][1])]
+    shown = [n for n in names if n not in flat and n not in lead]
     if not charts:
         return ChartLayout(lead=shown, flat=flat)
-    lead = []
-    for pattern in charts:
-        lead += [n for n in shown if fnmatch.fnmatchcase(n, pattern) and n not in lead]
-    lead += [STEP_TIME] if STEP_TIME in shown else []  # where an RL step's time goes: what to tune
     groups: dict[str, list[str]] = {}
     for n in shown:
-        if n not in lead:
-            groups.setdefault(_group_of(n), []).append(n)
+        groups.setdefault(_group_of(n), []).append(n)
     items = list(groups.items())
     if len(items) > GROUP_SLOTS:  # the smallest groups share the last slot
         items.sort(key=lambda kv: -len(kv[1]))

@@ -136,6 +136,8 @@ def test_a_run_leads_with_its_modes_charts_folds_the_rest_by_prefix_and_lists_th
     sft = chart_layout(series, mode_spec("sft").charts)
     assert sft.lead == ["loss", "learning_rate", STEP_TIME] and "eval_reward" not in sft.lead
     assert chart_layout(series).lead == [n for n in metric_order(series) if n not in layout.flat]  # no mode: all
+    stuck = add_rows({}, rows("reward", [0, 0, 0]) + rows("clip_ratio/low_mean", [0, 0, 0]))
+    assert chart_layout(stuck, mode_spec("grpo").charts).lead == ["reward"]  # a flat reward still leads
     many = add_rows({}, [r for g in range(GROUP_SLOTS + 3) for r in rows(f"g{g}/m", [g, g + 1])])
     groups = chart_layout(many, ("nothing",)).groups
     assert len(groups) == GROUP_SLOTS and groups[-1][0] == "more" and len(groups[-1][1]) == 4
