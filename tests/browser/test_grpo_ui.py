@@ -67,6 +67,7 @@ def test_grpo_with_two_reward_sources_shows_reward_charts_and_samples(ui_server,
     assert "numeric_match" in headers and "short" in headers and "total" in headers, headers
     page.screenshot(path=str(Path(ui_server["workspace"]) / "grpo-runs-tab.png"), full_page=True)
 
+    page.wait_for_function("() => !document.querySelector('#runs-stop').disabled", timeout=30_000)  # a live run
     page.click("#runs-stop")
     page.wait_for_function("() => /stopped/i.test(document.querySelector('#progress').textContent)",
                            timeout=60_000)

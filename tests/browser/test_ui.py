@@ -29,6 +29,7 @@ def test_start_watch_metrics_and_stop(ui_server, page, tiny_model):
     page.wait_for_function(f"() => ({PLOT_POINTS})() >= 3", timeout=120_000)
     page.screenshot(path=str(Path(ui_server["workspace"]) / "runs-tab.png"), full_page=True)
 
+    page.wait_for_function("() => !document.querySelector('#runs-stop').disabled", timeout=30_000)  # a live run
     page.click("#runs-stop")
     page.wait_for_function("() => /stopped/i.test(document.querySelector('#run-status').textContent)",
                            timeout=90_000)
