@@ -10,6 +10,7 @@ The page is built once, in English; choosing a language (the header's selector, 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -55,10 +56,14 @@ UI: dict[str, tuple[str, str]] = {
 }
 
 
+@functools.cache
+def _english() -> dict[str, tuple[str, str]]:
+    return {path: (info.title or path, info.description or "") for path, info in field_paths()}
+
+
 def setting_text(path: str, lang: str) -> tuple[str, str]:
     """(label, help) of a setting in `lang`; English where the catalogue has no entry."""
-    info = dict(field_paths())[path]
-    english = (info.title or path, info.description or "")
+    english = _english()[path]
     return ZH.get(path, english) if lang == "zh" else english
 
 
