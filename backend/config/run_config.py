@@ -14,6 +14,7 @@ from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
+AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (transformers reads <1 as a ratio)
 
 
 class RunConfig(_Section):
@@ -108,6 +109,14 @@ class RunConfig(_Section):
     save_total_limit: int = Field(2, ge=0, le=100_000, title="Checkpoints kept",
                                   description="Keep only the newest N checkpoints (older ones are deleted); "
                                               "0 keeps them all.", json_schema_extra=_meta("advanced"))
+    save_minutes: float = Field(0.0, ge=0, le=10_000, title="Checkpoint every minutes",
+                                description="Also save a checkpoint every N minutes of wall time (steps of "
+                                            "uneven length, a machine that may be taken away); 0: only by steps.",
+                                json_schema_extra=_meta("advanced"))
+    auto_resume: int = Field(0, ge=0, le=100, title="Auto-resume",
+                             description="When the worker dies (killed, crashed; not a stop, nor refused settings "
+                                         "or data) and a checkpoint exists, resume the run from it automatically, "
+                                         "up to N times; 0: off.", json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
@@ -175,6 +184,21 @@ class RunConfig(_Section):
             elif "runs" in (parts := Path(spec).parts)[:-1]:
                 ids.add(parts[parts.index("runs") + 1])
         return ids
+
+    def checkpoints_kept(self) -> int:
+        """The most checkpoints the run's folder holds once a save has rotated: save_total_limit, or fewer when
+        the run saves fewer; with no limit, every save (taken as one when their number is unknown: by epochs
+        or by wall time)."""
+        if not self.save_steps and not self.save_minutes:
+            return 0
+        saves = None
+        if self.save_steps == -1 and not self.save_minutes:
+            saves = round(1 / AUTO_SAVE_RATIO)
+        elif self.save_steps > 0 and self.max_steps > 0 and not self.save_minutes:
+            saves = -(-self.max_steps // self.save_steps)
+        if self.save_total_limit:
+            return min(self.save_total_limit, saves or self.save_total_limit)
+        return saves or 1
 
     @property
     def world_size(self) -> int:

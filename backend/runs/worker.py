@@ -4,6 +4,7 @@ Every rank runs this; only the main process writes to the store.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -33,6 +34,20 @@ def run(run_id: str, workspace: str) -> int:
     beat = Heartbeat(lambda: store.heartbeat(run_id)) if node_main else nullcontext()
     with beat:  # until the outcome is stored: a finished worker must not look alive
         return _train(store, run_id, is_main, node_main)
+
+
+def _disk_full(e: BaseException) -> bool:
+    # torch.save and safetensors report ENOSPC in their own words
+    return getattr(e, "errno", None) == errno.ENOSPC or any(
+        text in str(e) for text in ("No space left on device", "StorageFull", "file write failed"))
+
+
+def _repeats(e: BaseException) -> bool:
+    from backend.config import ConfigError
+    from backend.data import DatasetError
+    from backend.models import ModelError
+
+    return isinstance(e, (ConfigError, DatasetError, ModelError)) or _disk_full(e)
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
@@ -76,6 +91,10 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             print(f"machine {config.distributed.machine_rank} of {config.distributed.num_machines}: metrics, "
                   f"samples and the adapter are recorded on machine 0", flush=True)
         trainer.add_callback(callback)
+        if config.save_minutes:
+            from backend.modes.training import WallClockSave
+
+            trainer.add_callback(WallClockSave(config.save_minutes))
         from backend.modes.generation_eval import add_generation_eval
 
         add_generation_eval(trainer, ctx)  # RL runs, and sft / dpo / kto with eval.generate
@@ -99,9 +118,15 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the store
         traceback.print_exc()
+        from backend.runs.jobs import EXIT_REPEATS, disk_full_message
+
+        code = EXIT_REPEATS if _repeats(e) else 1  # the supervisor never auto-resumes EXIT_REPEATS
         if node_main:
-            store.finish_run(run_id, "failed", error=f"{type(e).__name__}: {e}")
-        return 1
+            why = f"{type(e).__name__}: {e}"
+            if _disk_full(e):
+                why = disk_full_message(store, run_id, why)
+            store.finish_run(run_id, "failed", error=why, exit_code=code)
+        return code
     finally:
         try:
             import torch.distributed as dist
