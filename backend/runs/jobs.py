@@ -153,8 +153,8 @@ def disk_problem(config: RunConfig, workspace: Path, free: int | None = None) ->
         log.exception("estimating a run's disk need failed")
         return None
     if free is None:
-        folder = Path(workspace).resolve()
-        while not folder.exists():  # a workspace not made yet: the disk it will be made on
+        folder = Path(workspace).resolve() / "runs"  # where checkpoints go
+        while not folder.exists():  # not made yet: the disk it will be made on
             folder = folder.parent
         free = shutil.disk_usage(folder).free
     if need <= free:
@@ -427,8 +427,11 @@ def supervise(run_id: str, workspace: str) -> int:
         plan = gpus.plan_launch(run.config, run.gpu_ids)
         with open(log_path(store, run_id), "ab") as log:
             def say(line: str) -> None:
-                log.write(f"{line}\n".encode())
-                log.flush()
+                try:
+                    log.write(f"{line}\n".encode())
+                    log.flush()
+                except OSError:  # the run's disk is full: the store still says how the run ended
+                    pass
 
             if plan.server_gpus:
                 try:
