@@ -163,7 +163,7 @@ def disk_problem(config: RunConfig, workspace: Path, free: int | None = None) ->
     final = "the adapter" if config.finetuning == "lora" else "the model"
     what = f"{kept} checkpoint{'s' if kept > 1 else ''} and {final}" if kept else final
     return (f"disk: the run needs about {size_text(need)} for {what}, the workspace disk has {size_text(free)} free; "
-            "free some space, keep fewer checkpoints (save_total_limit) or use another --workspace")
+            "free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a larger disk")
 
 
 def disk_full_message(store: RunStore, run_id: str, error: str) -> str:
@@ -228,8 +228,9 @@ def reconcile(store: RunStore) -> list[str]:
 # ---- resuming ----
 
 def checkpoints(store: RunStore, run_id: str) -> list[tuple[int, Path]]:
-    """The run's complete checkpoints as (step, folder), oldest first. A folder without trainer_state.json
-    (which the trainer writes last) was cut off mid-save and is skipped."""
+    """The run's complete checkpoints as (step, folder), oldest first. transformers (and the PPO loop) write a
+    checkpoint in place, not atomically, trainer_state.json last: a folder without a readable one was cut off
+    mid-save (a kill, a full disk) and is skipped, and the older ones are only deleted after it is written."""
     folder = store.run_dir(run_id) / "checkpoints"
     found = []
     for path in folder.glob("checkpoint-*") if folder.is_dir() else ():
@@ -483,6 +484,13 @@ def _record_death(store: RunStore, run: Run, rc: int) -> None:
 # since the submit, a model gone) or a full disk. accelerate's launcher exits 1 whatever its worker's code, so the
 # worker records it in the store too (runs.exit_code).
 EXIT_REPEATS = 2
+
+
+def resuming_itself(run: Run) -> bool:
+    """A failed run whose supervisor is alive and may still resume it (auto_resume): whoever waits for the run to
+    end waits on. The worker records its failure before it exits, seconds before the supervisor decides."""
+    return (run.status == "failed" and run.config.auto_resume > 0 and run.exit_code != EXIT_REPEATS
+            and not run.stop_requested and not is_dead(run.pid, run.heartbeat_at, run.finished_at))
 
 
 def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | None,

@@ -188,6 +188,17 @@ def test_auto_resume_never_resumes_a_stop_refused_input_a_finished_run_or_when_o
         assert jobs.auto_resume_from(ended, 0, checkpoint) == (None, "")
 
 
+def test_whoever_waits_for_a_run_waits_while_its_live_supervisor_may_resume_it(store):
+    deciding = _ended(store)
+    store.update_run(deciding.id, pid=os.getpid(), heartbeat_at=time.time())  # its supervisor is alive
+    assert jobs.resuming_itself(store.get_run(deciding.id))
+    store.update_run(deciding.id, heartbeat_at=time.time() - 3600)  # it has exited (the pid is another's now)
+    assert not jobs.resuming_itself(store.get_run(deciding.id))
+    for settled in (_ended(store, exit_code=jobs.EXIT_REPEATS), _ended(store, auto_resume=0), _ended(store, stop=True)):
+        store.update_run(settled.id, pid=os.getpid(), heartbeat_at=time.time())
+        assert not jobs.resuming_itself(store.get_run(settled.id))
+
+
 def test_an_auto_resumed_attempt_runs_on_under_its_supervisor_from_the_checkpoint(store):
     run = _dead_run(store)
     store.update_run(run.id, pid=4321, gpus="0")
@@ -216,7 +227,8 @@ def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused_with_the_numb
     assert jobs.disk_problem(full, tmp_path, free=10 * weights) is None
     assert jobs.disk_problem(full, tmp_path, free=2**20) == (
         f"disk: the run needs about {7 * weights / 2**20:.0f} MiB for 2 checkpoints and the model, the workspace "
-        "disk has 1 MiB free; free some space, keep fewer checkpoints (save_total_limit) or use another --workspace")
+        "disk has 1 MiB free; free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a "
+        "larger disk")
     lora = build_config({"model": str(tiny_model), "save_steps": 0})
     assert "for the adapter, the workspace disk has 0 MiB free" in jobs.disk_problem(lora, tmp_path, free=0)
     assert jobs.disk_problem(build_config({"model": str(tmp_path / "gone")}), tmp_path, free=0) is None
