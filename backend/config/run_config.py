@@ -212,6 +212,7 @@ class RunConfig(_Section):
             getattr(self, section).check(self)
         self._check_quantization()
         self._check_eval()
+        self._check_auto_resume()
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
@@ -230,6 +231,16 @@ class RunConfig(_Section):
         if mode_spec(self.mode).ddp_only:  # its own loop loads policy, reference and value models itself
             raise ValueError(f"quantization: {self.mode} loads its models in the workbench's own training loop, "
                              "which has no 4-bit loading; set quantization to none")
+
+    def _check_auto_resume(self) -> None:
+        if not self.auto_resume:
+            return
+        if not self.save_steps and not self.save_minutes:
+            raise ValueError("auto_resume: the run saves no checkpoint to resume from (save_steps and save_minutes "
+                             "are 0); set one of them, or auto_resume to 0")
+        if self.distributed.num_machines > 1:
+            raise ValueError("auto_resume: a supervisor restarts only its own machine's processes, and the other "
+                             "machines' would be gone; set auto_resume to 0 for a run over several machines")
 
     def _check_eval(self) -> None:
         e = self.eval

@@ -63,6 +63,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("mixed-kinds", ["train", "--set", "dataset={tmp}/mixed.jsonl"], "row 2: column `prompt` is a number"),
     ("dpo-on-sft-set", ["train", "--set", "mode=dpo"], "chosen"),
     ("model-folder", ["train", "--set", "model={tmp}/no-model"], "no-model"),
+    ("auto-resume-nothing-saved", ["train", "--set", "auto_resume=2", "--set", "save_steps=0"],
+     "--set auto_resume=2: the run saves no checkpoint to resume from"),
     ("disk-too-small", ["train", "--set", "model={tmp}/huge", "--set", "finetuning=full"],
      "GiB for 2 checkpoints and the model, the workspace disk has"),
     ("reward-column", ["train", *GRPO, "--set",

@@ -199,6 +199,14 @@ def test_whoever_waits_for_a_run_waits_while_its_live_supervisor_may_resume_it(s
         assert not jobs.resuming_itself(store.get_run(settled.id))
 
 
+def test_auto_resume_is_refused_where_it_could_never_resume():
+    with pytest.raises(ConfigError, match="auto_resume: the run saves no checkpoint to resume from"):
+        build_config({"auto_resume": 1, "save_steps": 0})
+    with pytest.raises(ConfigError, match="auto_resume: a supervisor restarts only its own machine's processes"):
+        build_config({"auto_resume": 1, "distributed": {"num_machines": 2, "main_process_ip": "10.0.0.1"}})
+    assert build_config({"auto_resume": 1, "save_steps": 0, "save_minutes": 30}).auto_resume == 1
+
+
 def test_an_auto_resumed_attempt_runs_on_under_its_supervisor_from_the_checkpoint(store):
     run = _dead_run(store)
     store.update_run(run.id, pid=4321, gpus="0")
