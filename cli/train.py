@@ -106,10 +106,14 @@ def follow_run(store, run_id) -> int:
         signal.signal(sig, _stop_on_signal)
     bar = None
     announced_queue = False
+    attempt = store.get_run(run_id).attempt
     try:
         while True:
             dispatch(store)
             run = store.get_run(run_id)
+            if run.attempt > attempt:  # its supervisor resumed it (auto_resume)
+                tqdm.write(f"the worker died; attempt {run.attempt} resumes from step {run.resumed_step}")
+            attempt = run.attempt
             if run.status == "queued" and not announced_queue:
                 print("queued: waiting for the running run to finish", flush=True)
                 announced_queue = True
