@@ -455,10 +455,8 @@ def supervise(run_id: str, workspace: str) -> int:
                 if why:
                     say(why)
                 if step is None:
-                    if resumed and (ended := store.get_run(run_id)).status == "failed":
-                        first, sep, rest = (ended.error or "").partition("\n")
-                        times = f"{resumed} auto-resume{'s' if resumed > 1 else ''}"
-                        store.update_run(run_id, error=f"{first} (after {times}){sep}{rest}")
+                    if resumed:
+                        _note_resumes(store, run_id, resumed)
                     break
                 resumed += 1
                 run = store.requeue_for_resume(run_id, step, in_place=True)
@@ -484,6 +482,14 @@ def _record_death(store: RunStore, run: Run, rc: int) -> None:
 # since the submit, a model gone) or a full disk. accelerate's launcher exits 1 whatever its worker's code, so the
 # worker records it in the store too (runs.exit_code).
 EXIT_REPEATS = 2
+
+
+def _note_resumes(store: RunStore, run_id: str, resumed: int) -> None:
+    """A run that failed after auto-resumes says so on its error's first line."""
+    ended = store.get_run(run_id)
+    if ended.status == "failed":
+        first, sep, rest = (ended.error or "").partition("\n")
+        store.update_run(run_id, error=f"{first} (after {resumed} auto-resume{'s' if resumed > 1 else ''}){sep}{rest}")
 
 
 def resuming_itself(run: Run) -> bool:
