@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -36,18 +37,27 @@ def run(run_id: str, workspace: str) -> int:
         return _train(store, run_id, is_main, node_main)
 
 
-def _disk_full(e: BaseException) -> bool:
-    # torch.save and safetensors report ENOSPC in their own words
-    return getattr(e, "errno", None) == errno.ENOSPC or any(
-        text in str(e) for text in ("No space left on device", "StorageFull", "file write failed"))
+# torch.save on a full disk says only "unexpected pos 576 vs 534": a failure that leaves the run's disk with less
+# than this free is taken as the disk's
+_NEARLY_FULL = 64 * 2**20
 
 
-def _repeats(e: BaseException) -> bool:
+def _disk_full(e: BaseException, folder) -> bool:
+    if getattr(e, "errno", None) == errno.ENOSPC or any(
+            text in str(e) for text in ("No space left on device", "StorageFull")):  # safetensors, tokenizers
+        return True
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
+def _repeats(e: BaseException, folder) -> bool:
     from backend.config import ConfigError
     from backend.data import DatasetError
     from backend.models import ModelError
 
-    return isinstance(e, (ConfigError, DatasetError, ModelError)) or _disk_full(e)
+    return isinstance(e, (ConfigError, DatasetError, ModelError)) or _disk_full(e, folder)
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
@@ -120,10 +130,11 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         traceback.print_exc()
         from backend.runs.jobs import EXIT_REPEATS, disk_full_message
 
-        code = EXIT_REPEATS if _repeats(e) else 1  # the supervisor never auto-resumes EXIT_REPEATS
+        folder = store.run_dir(run_id)
+        code = EXIT_REPEATS if _repeats(e, folder) else 1  # the supervisor never auto-resumes EXIT_REPEATS
         if node_main:
             why = f"{type(e).__name__}: {e}"
-            if _disk_full(e):
+            if _disk_full(e, folder):
                 why = disk_full_message(store, run_id, why)
             store.finish_run(run_id, "failed", error=why, exit_code=code)
         return code
