@@ -268,7 +268,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State, words=None) -> 
             config = form.config_from(values)
             run = jobs.submit_run(store, config)
         except ConfigError as e:
-            errors = e.errors + source_errors(values, e.errors)
+            errors = list(dict.fromkeys(e.errors + source_errors(values, e.errors)))  # preflight may run twice
             gr.Warning("Cannot start the run: " + "; ".join(errors)[:400])
             return {message: error_markdown(errors), started: None}
         except Exception as e:  # never a traceback in the page; the log has it

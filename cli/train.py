@@ -100,16 +100,20 @@ def follow_run(store, run_id) -> int:
     run cleanly (it saves its adapter); a second Ctrl-C leaves it running."""
     from tqdm import tqdm
 
-    from backend.runs.jobs import dispatch, log_tail, stop_run
+    from backend.runs.jobs import dispatch, log_tail, resuming_itself, stop_run
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)
     bar = None
     announced_queue = False
+    attempt = store.get_run(run_id).attempt
     try:
         while True:
             dispatch(store)
             run = store.get_run(run_id)
+            if run.attempt > attempt:  # its supervisor resumed it (auto_resume)
+                tqdm.write(f"the worker died; attempt {run.attempt} resumes from step {run.resumed_step}")
+            attempt = run.attempt
             if run.status == "queued" and not announced_queue:
                 print("queued: waiting for the running run to finish", flush=True)
                 announced_queue = True
@@ -120,7 +124,7 @@ def follow_run(store, run_id) -> int:
                 loss = store.last_metrics(run_id).get("loss")
                 if loss is not None:
                     bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            if not run.active:
+            if not run.active and not resuming_itself(run):
                 break
             time.sleep(1.0)
     except KeyboardInterrupt as e:

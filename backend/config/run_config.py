@@ -14,6 +14,7 @@ from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
+AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (transformers reads <1 as a ratio)
 
 
 class RunConfig(_Section):
@@ -108,6 +109,14 @@ class RunConfig(_Section):
     save_total_limit: int = Field(2, ge=0, le=100_000, title="Checkpoints kept",
                                   description="Keep only the newest N checkpoints (older ones are deleted); "
                                               "0 keeps them all.", json_schema_extra=_meta("advanced"))
+    save_minutes: float = Field(0.0, ge=0, le=10_000, title="Checkpoint every minutes",
+                                description="Also save a checkpoint every N minutes of wall time (steps of "
+                                            "uneven length, a machine that may be taken away); 0: only by steps.",
+                                json_schema_extra=_meta("advanced"))
+    auto_resume: int = Field(0, ge=0, le=100, title="Auto-resume",
+                             description="When the worker dies (killed, crashed; not a stop, nor refused settings "
+                                         "or data) and a checkpoint exists, resume the run from it automatically, "
+                                         "up to N times; 0: off.", json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
@@ -176,6 +185,21 @@ class RunConfig(_Section):
                 ids.add(parts[parts.index("runs") + 1])
         return ids
 
+    def checkpoints_kept(self) -> int:
+        """The most checkpoints the run's folder holds once a save has rotated: save_total_limit, or fewer when
+        the run saves fewer; with no limit, every save (taken as one when their number is unknown: by epochs
+        or by wall time)."""
+        if not self.save_steps and not self.save_minutes:
+            return 0
+        saves = None
+        if self.save_steps == -1 and not self.save_minutes:
+            saves = round(1 / AUTO_SAVE_RATIO)
+        elif self.save_steps > 0 and self.max_steps > 0 and not self.save_minutes:
+            saves = -(-self.max_steps // self.save_steps)
+        if self.save_total_limit:
+            return min(self.save_total_limit, saves or self.save_total_limit)
+        return saves or 1
+
     @property
     def world_size(self) -> int:
         """Training processes over all machines."""
@@ -188,6 +212,7 @@ class RunConfig(_Section):
             getattr(self, section).check(self)
         self._check_quantization()
         self._check_eval()
+        self._check_auto_resume()
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
@@ -206,6 +231,16 @@ class RunConfig(_Section):
         if mode_spec(self.mode).ddp_only:  # its own loop loads policy, reference and value models itself
             raise ValueError(f"quantization: {self.mode} loads its models in the workbench's own training loop, "
                              "which has no 4-bit loading; set quantization to none")
+
+    def _check_auto_resume(self) -> None:
+        if not self.auto_resume:
+            return
+        if not self.save_steps and not self.save_minutes:
+            raise ValueError("auto_resume: the run saves no checkpoint to resume from (save_steps and save_minutes "
+                             "are 0); set one of them, or auto_resume to 0")
+        if self.distributed.num_machines > 1:
+            raise ValueError("auto_resume: a supervisor restarts only its own machine's processes, and the other "
+                             "machines' would be gone; set auto_resume to 0 for a run over several machines")
 
     def _check_eval(self) -> None:
         e = self.eval

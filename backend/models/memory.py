@@ -191,6 +191,11 @@ class MemoryEstimate:
         return text + "".join(f"; {note}" for note in self.notes)
 
 
+def size_text(size: float) -> str:
+    """A size in the unit a person reads it in: GiB, or MiB below one."""
+    return f"{gb(size)} GiB" if size >= GiB else f"{size / 2**20:.0f} MiB"
+
+
 def gb(size: float) -> str:
     value = size / GiB
     return f"{value:.2f}" if value < 10 else f"{value:.0f}"
@@ -310,3 +315,14 @@ def _shard(parts: dict[str, int], overlap: dict[str, int], c: RunConfig) -> None
         parts["optimizer"] = 0
         if d.strategy == "fsdp" or d.zero_stage == 3:
             parts["weights"] = 0
+
+
+def disk_need(config: RunConfig, shape: ModelShape) -> int:
+    """Bytes the run's folder holds at most: its checkpoints (config.checkpoints_kept) and the final adapter
+    (or, fully fine-tuned, model). A checkpoint holds the trainable weights and AdamW's two moments, all
+    float32: ≈ 3 × trainable × 4 bytes. While a save rotates, one more checkpoint exists for a moment: not
+    counted, the estimate refuses only what cannot fit."""
+    c = config
+    trainable = shape.lora_parameters(c.lora.r, c.lora.target_modules) if c.finetuning == "lora" else \
+        shape.parameters
+    return c.checkpoints_kept() * 3 * trainable * 4 + trainable * 4

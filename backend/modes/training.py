@@ -11,6 +11,7 @@ from transformers import TrainerCallback
 
 from backend import reporting
 from backend.config import RunConfig
+from backend.config.run_config import AUTO_SAVE_RATIO
 from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
@@ -78,7 +79,6 @@ def model_kwargs(config: RunConfig) -> dict:
     return kwargs
 
 
-AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (transformers reads <1 as a ratio)
 
 
 def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
@@ -209,3 +209,22 @@ class StoreCallback(TrainerCallback):
             control.should_training_stop = True
             if self.is_main:
                 print(f"stop requested: stopping after step {state.global_step}", flush=True)
+
+
+class WallClockSave(TrainerCallback):
+    """A checkpoint every `minutes` of wall time since the last one, beside save_steps' (save_minutes). Rank 0's
+    clock decides for every rank: saving is collective, and the ranks' clocks differ."""
+
+    def __init__(self, minutes: float):
+        self.every_s = minutes * 60
+        self.last = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if _broadcast_flag(time.monotonic() - self.last >= self.every_s):
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        self.last = time.monotonic()

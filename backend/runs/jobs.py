@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     from backend.runs.distributed import check
 
     errors += check(config, workspace)
+    if why := disk_problem(config, workspace):
+        errors.append(why)
     if errors:
         raise ConfigError(errors)
     return info
@@ -133,6 +136,46 @@ def memory_lines(config: RunConfig, workspace: Path) -> list[str]:
                      "memory. Lower per_device_train_batch_size, max_length or rl.max_completion_length, turn on "
                      "gradient_checkpointing, or train a LoRA adapter instead")
     return lines
+
+
+def disk_problem(config: RunConfig, workspace: Path, free: int | None = None) -> str | None:
+    """Why the run's checkpoints and final adapter would not fit on the workspace's disk, or None (also when
+    the model's size cannot be read here: the check does not guess). free: the disk's free bytes; None
+    measures them."""
+    from backend.models import ModelError
+    from backend.models.memory import disk_need, read_shape, size_text
+
+    try:
+        need = disk_need(config, read_shape(config.model, workspace))
+    except ModelError:
+        return None
+    except Exception:  # noqa: BLE001 - an estimate that fails never keeps a run from starting
+        log.exception("estimating a run's disk need failed")
+        return None
+    if free is None:
+        folder = Path(workspace).resolve() / "runs"  # where checkpoints go
+        while not folder.exists():  # not made yet: the disk it will be made on
+            folder = folder.parent
+        free = shutil.disk_usage(folder).free
+    if need <= free:
+        return None
+    kept = config.checkpoints_kept()
+    final = "the adapter" if config.finetuning == "lora" else "the model"
+    what = f"{kept} checkpoint{'s' if kept > 1 else ''} and {final}" if kept else final
+    return (f"disk: the run needs about {size_text(need)} for {what}, the workspace disk has {size_text(free)} free; "
+            "free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a larger disk")
+
+
+def disk_full_message(store: RunStore, run_id: str, error: str) -> str:
+    """A run that failed writing to a full disk: which disk, how full, and what is left to resume from."""
+    from backend.models.memory import size_text
+
+    folder = store.run_dir(run_id)
+    free = shutil.disk_usage(folder).free
+    kept = last_checkpoint(store, run_id)
+    left = f"the last complete checkpoint (step {kept[1]}) is kept: free some space, then resume the run" if kept \
+        else "no complete checkpoint was saved"
+    return f"the disk holding {folder} is full ({size_text(free)} free): {error}; {left}"
 
 
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
@@ -185,8 +228,9 @@ def reconcile(store: RunStore) -> list[str]:
 # ---- resuming ----
 
 def checkpoints(store: RunStore, run_id: str) -> list[tuple[int, Path]]:
-    """The run's complete checkpoints as (step, folder), oldest first. A folder without trainer_state.json
-    (which the trainer writes last) was cut off mid-save and is skipped."""
+    """The run's complete checkpoints as (step, folder), oldest first. transformers (and the PPO loop) write a
+    checkpoint in place, not atomically, trainer_state.json last: a folder without a readable one was cut off
+    mid-save (a kill, a full disk) and is skipped, and the older ones are only deleted after it is written."""
     folder = store.run_dir(run_id) / "checkpoints"
     found = []
     for path in folder.glob("checkpoint-*") if folder.is_dir() else ():
@@ -232,7 +276,8 @@ def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
     checkpoint = last_checkpoint(store, run_id)
     if checkpoint is None:
         every = run.config.save_steps
-        why = "its checkpoint interval was 0" if every == 0 else "it ended before its first checkpoint"
+        why = "its checkpoint interval was 0" if every == 0 and not run.config.save_minutes else \
+            "it ended before its first checkpoint"
         raise ValueError(f"run {run_id} has no checkpoint to resume from; {why}")
     run = store.requeue_for_resume(run_id, checkpoint[1])
     dispatch(store)
@@ -378,10 +423,17 @@ def supervise(run_id: str, workspace: str) -> int:
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
     beat = Heartbeat(lambda: store.heartbeat(run_id)).start()
-    rc, server = 1, None
+    rc, server, resumed = 1, None, 0
     try:
         plan = gpus.plan_launch(run.config, run.gpu_ids)
         with open(log_path(store, run_id), "ab") as log:
+            def say(line: str) -> None:
+                try:
+                    log.write(f"{line}\n".encode())
+                    log.flush()
+                except OSError:  # the run's disk is full: the store still says how the run ended
+                    pass
+
             if plan.server_gpus:
                 try:
                     server = _start_server(store, run, plan)
@@ -389,25 +441,81 @@ def supervise(run_id: str, workspace: str) -> int:
                     store.finish_run(run_id, "failed", error=f"the vLLM server could not start: {e}")
                     raise
             if line := plan.describe():
-                log.write(f"{line}\n".encode())
-                log.flush()
-            proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-                                    env=dict(os.environ, **plan.train_env()))
+                say(line)
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
-            rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
-                run_id, "failed", error=server.death_message()))
+            while True:
+                proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                        env=dict(os.environ, **plan.train_env()))
+                rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
+                    run_id, "failed", error=server.death_message()))
+                _record_death(store, run, rc)
+                step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
+                                             server_alive=server is None or server.exit_code() is None)
+                if why:
+                    say(why)
+                if step is None:
+                    if resumed:
+                        _note_resumes(store, run_id, resumed)
+                    break
+                resumed += 1
+                run = store.requeue_for_resume(run_id, step, in_place=True)
     finally:
         if server is not None:
             server.stop()
         beat.stop()
-        ended = store.get_run(run_id)
-        if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
-            tail = log_tail(store, run_id)
-            why = death_message(rc, ended.worker_pid, tail)
-            store.finish_run(run_id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
+        _record_death(store, run, rc)
         dispatch(store)
     return rc
+
+
+def _record_death(store: RunStore, run: Run, rc: int) -> None:
+    """Fail an attempt whose worker ended without recording how, saying how it died."""
+    ended = store.get_run(run.id)
+    if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
+        tail = log_tail(store, run.id)
+        why = death_message(rc, ended.worker_pid, tail)
+        store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
+
+
+# The worker's exit code for a failure a resume would meet again: refused settings or data (a dataset file deleted
+# since the submit, a model gone) or a full disk. accelerate's launcher exits 1 whatever its worker's code, so the
+# worker records it in the store too (runs.exit_code).
+EXIT_REPEATS = 2
+
+
+def _note_resumes(store: RunStore, run_id: str, resumed: int) -> None:
+    """A run that failed after auto-resumes says so on its error's first line."""
+    ended = store.get_run(run_id)
+    if ended.status == "failed":
+        first, sep, rest = (ended.error or "").partition("\n")
+        store.update_run(run_id, error=f"{first} (after {resumed} auto-resume{'s' if resumed > 1 else ''}){sep}{rest}")
+
+
+def resuming_itself(run: Run) -> bool:
+    """A failed run whose supervisor is alive and may still resume it (auto_resume): whoever waits for the run to
+    end waits on. The worker records its failure before it exits, seconds before the supervisor decides."""
+    return (run.status == "failed" and run.config.auto_resume > 0 and run.exit_code != EXIT_REPEATS
+            and not run.stop_requested and not is_dead(run.pid, run.heartbeat_at, run.finished_at))
+
+
+def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | None,
+                     server_alive: bool = True) -> tuple[int | None, str]:
+    """Whether the supervisor resumes a run whose attempt has just ended (auto_resume): (the checkpoint step to
+    resume from, or None; the run log line saying so, or ""). Only a failure is resumed: never a stop, nor a
+    worker that exited with EXIT_REPEATS (refused settings or data, a full disk: it would fail the same way)."""
+    limit = ended.config.auto_resume
+    if not limit or ended.status != "failed" or ended.stop_requested:
+        return None, ""
+    if ended.exit_code == EXIT_REPEATS:
+        return None, "auto-resume: not resumed, a resume would fail the same way"
+    if not server_alive:
+        return None, "auto-resume: not resumed, the vLLM server has ended"
+    if resumed >= limit:
+        return None, f"auto-resume: gave up after {resumed}/{limit}"
+    if checkpoint is None:
+        return None, "auto-resume: not resumed, no complete checkpoint yet"
+    return checkpoint[1], f"auto-resume {resumed + 1}/{limit} from step {checkpoint[1]}"
 
 
 def _start_server(store: RunStore, run: Run, plan: gpus.LaunchPlan) -> gpus.ServerProcess:

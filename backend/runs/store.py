@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS runs (
     resumed_step INTEGER NOT NULL DEFAULT 0,  -- the checkpoint's step this attempt started from (pace, ETA)
     gpus TEXT NOT NULL DEFAULT '',      -- the GPUs the run holds (held while running), comma-separated
     waiting TEXT NOT NULL DEFAULT '',   -- why a queued run has not started (GPUs busy)
-    step_at REAL                        -- when `step` was last completed (the pace leaves out a step under way)
+    step_at REAL,                       -- when `step` was last completed (the pace leaves out a step under way)
+    exit_code INTEGER                   -- the worker's, when it recorded its own failure (2: a resume repeats it)
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -147,6 +148,7 @@ class Run:
     gpus: str = ""
     waiting: str = ""
     step_at: float | None = None
+    exit_code: int | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -306,19 +308,21 @@ class RunStore:
         with self._connect() as db:
             db.execute(f"UPDATE runs SET {cols} WHERE id=?", (*fields.values(), run_id))
 
-    def finish_run(self, run_id: str, status: str, error: str | None = None, only_if_active: bool = True) -> bool:
+    def finish_run(self, run_id: str, status: str, error: str | None = None, only_if_active: bool = True,
+                   exit_code: int | None = None) -> bool:
         """Move a run to a final status; returns False when it had already ended (first writer wins)."""
         assert status in ENDED
-        sql = "UPDATE runs SET status=?, finished_at=?, error=COALESCE(?, error) WHERE id=?"
+        sql = "UPDATE runs SET status=?, finished_at=?, error=COALESCE(?, error), exit_code=? WHERE id=?"
         if only_if_active:
             sql += " AND status IN ('queued','running')"
         with self._connect() as db:
-            return db.execute(sql, (status, time.time(), error, run_id)).rowcount > 0
+            return db.execute(sql, (status, time.time(), error, exit_code, run_id)).rowcount > 0
 
-    def requeue_for_resume(self, run_id: str, from_step: int) -> Run:
+    def requeue_for_resume(self, run_id: str, from_step: int, in_place: bool = False) -> Run:
         """Queue an ended run again as its next attempt, from a checkpoint at `from_step`: the dead attempt's
         metrics and samples after that step are deleted (the resumed attempt logs those steps again), so
-        every step stays logged once. Raises ValueError when the run is active."""
+        every step stays logged once. Raises ValueError when the run is active. in_place: running again at
+        once under the same supervisor, which keeps its slot and GPUs (auto_resume)."""
         with self.transaction() as db:
             row = db.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
             if row is None:
@@ -328,10 +332,11 @@ class RunStore:
                                  "can be resumed")
             for table in ("metrics", "samples"):
                 db.execute(f"DELETE FROM {table} WHERE run_id=? AND step>?", (run_id, from_step))
-            db.execute("UPDATE runs SET status='queued', attempt=attempt+1, step=?, resumed_step=?, error=NULL, "
-                       "finished_at=NULL, started_at=NULL, train_started_at=NULL, pid=NULL, worker_pid=NULL, "
-                       "heartbeat_at=NULL, stop_requested=0, adapter_path=NULL, gpus='', waiting='', step_at=NULL WHERE id=?",
-                       (from_step, from_step, run_id))
+            slot = "status='running'" if in_place else "status='queued', started_at=NULL, pid=NULL, gpus=''"
+            db.execute(f"UPDATE runs SET {slot}, heartbeat_at=?, attempt=attempt+1, step=?, resumed_step=?, "
+                       "error=NULL, finished_at=NULL, train_started_at=NULL, worker_pid=NULL, exit_code=NULL, "
+                       "stop_requested=0, adapter_path=NULL, waiting='', step_at=NULL WHERE id=?",
+                       (time.time() if in_place else None, from_step, from_step, run_id))
         return self.get_run(run_id)
 
     def set_note(self, run_id: str, note: str) -> str:
@@ -467,7 +472,7 @@ def _migrate(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
              "resumed_step": "INTEGER NOT NULL DEFAULT 0", "gpus": "TEXT NOT NULL DEFAULT ''",
-             "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL"}
+             "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL", "exit_code": "INTEGER"}
     for name, kind in added.items():
         if name in columns:
             continue

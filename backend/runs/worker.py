@@ -4,7 +4,9 @@ Every rank runs this; only the main process writes to the store.
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -33,6 +35,29 @@ def run(run_id: str, workspace: str) -> int:
     beat = Heartbeat(lambda: store.heartbeat(run_id)) if node_main else nullcontext()
     with beat:  # until the outcome is stored: a finished worker must not look alive
         return _train(store, run_id, is_main, node_main)
+
+
+# torch.save on a full disk says only "unexpected pos 576 vs 534": a failure that leaves the run's disk with less
+# than this free is taken as the disk's
+_NEARLY_FULL = 64 * 2**20
+
+
+def _disk_full(e: BaseException, folder) -> bool:
+    if getattr(e, "errno", None) == errno.ENOSPC or any(
+            text in str(e) for text in ("No space left on device", "StorageFull")):  # safetensors, tokenizers
+        return True
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
+def _repeats(e: BaseException, folder) -> bool:
+    from backend.config import ConfigError
+    from backend.data import DatasetError
+    from backend.models import ModelError
+
+    return isinstance(e, (ConfigError, DatasetError, ModelError)) or _disk_full(e, folder)
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
@@ -76,6 +101,10 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             print(f"machine {config.distributed.machine_rank} of {config.distributed.num_machines}: metrics, "
                   f"samples and the adapter are recorded on machine 0", flush=True)
         trainer.add_callback(callback)
+        if config.save_minutes:
+            from backend.modes.training import WallClockSave
+
+            trainer.add_callback(WallClockSave(config.save_minutes))
         from backend.modes.generation_eval import add_generation_eval
 
         add_generation_eval(trainer, ctx)  # RL runs, and sft / dpo / kto with eval.generate
@@ -99,9 +128,16 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the store
         traceback.print_exc()
+        from backend.runs.jobs import EXIT_REPEATS, disk_full_message
+
+        folder = store.run_dir(run_id)
+        code = EXIT_REPEATS if _repeats(e, folder) else 1  # the supervisor never auto-resumes EXIT_REPEATS
         if node_main:
-            store.finish_run(run_id, "failed", error=f"{type(e).__name__}: {e}")
-        return 1
+            why = f"{type(e).__name__}: {e}"
+            if _disk_full(e, folder):
+                why = disk_full_message(store, run_id, why)
+            store.finish_run(run_id, "failed", error=why, exit_code=code)
+        return code
     finally:
         try:
             import torch.distributed as dist

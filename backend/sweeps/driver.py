@@ -231,7 +231,7 @@ class SweepDriver:
                 if prune and m["value"] is not None and math.isfinite(m["value"]) and m["step"] not in reported:
                     trial.report(m["value"], m["step"])
                     reported.add(m["step"])
-            if not run.active:
+            if not run.active and not jobs.resuming_itself(run):
                 break
             if prune and not pruned and run.status == "running" and reported and trial.should_prune():
                 pruned = True

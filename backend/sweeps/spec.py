@@ -27,6 +27,8 @@ NOT_SEARCHED = {
     "logging_steps": "it sets how often metrics are logged (what the objective reads), not how the model trains",
     "save_steps": "checkpoints do not change what a run learns",
     "save_total_limit": "checkpoints do not change what a run learns",
+    "save_minutes": "checkpoints do not change what a run learns",
+    "auto_resume": "resuming after a crash does not change what a run learns",
     "auto_find_batch_size": "it is a memory fallback, not a hyperparameter; search per_device_train_batch_size",
     **{path: "where a run trains is not a hyperparameter; set it in the base config" for path, _ in field_paths()
        if path == "num_processes" or path.startswith("distributed.")},

@@ -24,6 +24,10 @@ def _files(tmp):
     (tmp / "list.yaml").write_text("- mode\n- sft\n")
     (tmp / "unknown.yaml").write_text("mode: sft\nmax_stepz: 3\n")
     (tmp / "a-file").write_text("")
+    (tmp / "huge").mkdir()  # a model of ~10^14 weights: its checkpoints fit on no disk
+    (tmp / "huge" / "config.json").write_text(json.dumps({
+        "vocab_size": 50_000, "hidden_size": 100_000, "num_hidden_layers": 1000, "intermediate_size": 400_000,
+        "num_attention_heads": 800}))
     (tmp / "sweep.yaml").write_text("base: {mode: sft}\nn_trials: 0\n"
                                     "space: [{field: learning_rate, kind: log_float, low: 1.0e-5, high: 1.0e-3}]\n")
 
@@ -59,6 +63,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("mixed-kinds", ["train", "--set", "dataset={tmp}/mixed.jsonl"], "row 2: column `prompt` is a number"),
     ("dpo-on-sft-set", ["train", "--set", "mode=dpo"], "chosen"),
     ("model-folder", ["train", "--set", "model={tmp}/no-model"], "no-model"),
+    ("auto-resume-nothing-saved", ["train", "--set", "auto_resume=2", "--set", "save_steps=0"],
+     "--set auto_resume=2: the run saves no checkpoint to resume from"),
+    ("disk-too-small", ["train", "--set", "model={tmp}/huge", "--set", "finetuning=full"],
+     "GiB for 2 checkpoints and the model, the workspace disk has"),
     ("reward-column", ["train", *GRPO, "--set",
                        'reward_sources=[{"type": "exact_match", "params": {"column": "solution"}}]'], "solution"),
     ("reward-type", ["train", *GRPO, "--set", 'reward_sources=[{"type": "telepathy"}]'],

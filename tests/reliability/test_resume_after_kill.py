@@ -1,10 +1,13 @@
-"""A run killed with SIGKILL after a checkpoint resumes under its id and logs every step exactly once."""
+"""A run killed with SIGKILL after a checkpoint resumes under its id, by hand or by itself (auto_resume), logs
+every step exactly once, and ends with the adapter of a run that never crashed."""
 import os
 import signal
 import time
 from collections import Counter
 
-from backend.config import build_config
+import torch
+from safetensors.torch import load_file
+
 from backend.runs.jobs import last_checkpoint, resume_run, stop_run, submit_run
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
@@ -27,32 +30,6 @@ def _kill_after_checkpoint(store, run_id, step):
     raise AssertionError(f"no checkpoint of step {step} within 300 s")
 
 
-def test_a_killed_run_resumes_from_its_checkpoint_and_logs_each_step_once(tiny_model, workspace):
-    store = RunStore(workspace)
-    config = build_config({"model": str(tiny_model), "max_steps": 6, "save_steps": 2, "max_length": 64,
-                           "lora": {"r": 2}})
-    run = submit_run(store, config)
-    try:
-        killed_at = _kill_after_checkpoint(store, run.id, 4)
-        failed = wait_for(lambda: (r := store.get_run(run.id)).status != "running" and r, timeout=30,
-                          what="failed status")
-        assert failed.status == "failed"
-        assert f"the worker (pid {failed.worker_pid}) was killed by SIGKILL" in failed.error
-
-        resumed = resume_run(store, run.id)
-        assert (resumed.id, resumed.attempt, resumed.step) == (run.id, 2, killed_at)
-        done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=300, what="resumed run")
-        assert done.status == "completed", done.error
-        steps = Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss")
-        assert steps == Counter(range(1, 7))  # each step 1..6 once
-        assert (store.run_dir(run.id) / "adapter" / "adapter_model.safetensors").exists()
-        kept = sorted(p.name for p in (store.run_dir(run.id) / "checkpoints").glob("checkpoint-*"))
-        assert kept == ["checkpoint-4", "checkpoint-6"]  # save_total_limit 2
-    finally:
-        if store.get_run(run.id).active:
-            stop_run(store, run.id, force=True)
-
-
 def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, workspace):
     from tests.integration.test_ppo_runs import tiny
 
@@ -70,3 +47,68 @@ def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, wo
     finally:
         if store.get_run(run.id).active:
             stop_run(store, run.id, force=True)
+
+
+def _steps_once(store, run_id, steps):
+    logged = Counter(m["step"] for m in store.metrics_since(run_id) if m["name"] == "loss")
+    return logged == Counter(range(1, steps + 1))
+
+
+def _same_adapter(store, run_a, run_b):
+    a, b = (load_file(store.run_dir(r) / "adapter" / "adapter_model.safetensors") for r in (run_a, run_b))
+    assert a.keys() == b.keys()
+    return all(torch.allclose(a[k], b[k], atol=1e-5, rtol=0) for k in a)
+
+
+def _end(store, *runs):
+    for run in runs:
+        if store.get_run(run.id).active:
+            stop_run(store, run.id, force=True)
+
+
+def test_a_dpo_run_whose_worker_is_killed_resumes_by_itself_to_the_adapter_of_a_run_never_killed(tiny_model,
+                                                                                                    workspace):
+    from tests.integration.test_ppo_runs import tiny
+
+    store = RunStore(workspace)
+    settings = {"dataset": "demo-preference", "max_steps": 6, "save_steps": 2}
+    steady = submit_run(store, tiny(tiny_model, "dpo", **settings))
+    killed = submit_run(store, tiny(tiny_model, "dpo", auto_resume=1, **settings))  # queued behind it
+    try:
+        at = _kill_after_checkpoint(store, killed.id, 2)
+        done = wait_for(lambda: not (r := store.get_run(killed.id)).active and r, timeout=300, what="the resumed run")
+        assert done.status == "completed" and done.attempt == 2, done.error
+        assert f"auto-resume 1/1 from step {at}" in (store.run_dir(killed.id) / "train.log").read_text()
+        assert store.get_run(steady.id).status == "completed"
+        assert _steps_once(store, killed.id, 6)
+        assert _same_adapter(store, steady.id, killed.id)
+        kept = sorted(p.name for p in (store.run_dir(killed.id) / "checkpoints").glob("checkpoint-*"))
+        assert kept == ["checkpoint-4", "checkpoint-6"]  # save_total_limit 2
+    finally:
+        _end(store, steady, killed)
+
+
+def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a_run_never_killed(tiny_model,
+                                                                                                     workspace):
+    from tests.integration.test_ppo_runs import SOURCES, tiny
+
+    store = RunStore(workspace)
+    settings = {"dataset": "demo-math", "reward_sources": SOURCES, "max_steps": 4}
+    steady = submit_run(store, tiny(tiny_model, "grpo", **settings))
+    # checkpoints by wall time only (every 0.6 s)
+    killed = submit_run(store, tiny(tiny_model, "grpo", save_steps=0, save_minutes=0.01, **settings))
+    try:
+        at = _kill_after_checkpoint(store, killed.id, 2)
+        failed = wait_for(lambda: (r := store.get_run(killed.id)).status != "running" and r, timeout=30,
+                          what="failed status")
+        assert f"the worker (pid {failed.worker_pid}) was killed by SIGKILL (out of memory?)" in failed.error
+        assert failed.worker_pid != failed.pid  # the worker's pid, not its supervisor's
+        assert "auto-resume" not in (store.run_dir(killed.id) / "train.log").read_text()  # auto_resume 0: off
+        resumed = resume_run(store, killed.id)
+        assert (resumed.attempt, resumed.step) == (2, at)
+        done = wait_for(lambda: not (r := store.get_run(killed.id)).active and r, timeout=300, what="the resumed run")
+        assert done.status == "completed", done.error
+        assert _steps_once(store, killed.id, 4)
+        assert _same_adapter(store, steady.id, killed.id)
+    finally:
+        _end(store, steady, killed)

@@ -159,3 +159,111 @@ def test_an_ended_runs_complete_checkpoints_are_models_to_evaluate(store):
     store.finish_run(run.id, "failed")
     assert [(label, v) for label, v in model_options(store) if "@" in v] == [
         (f"cp · checkpoint at step {s} ({run.id})", f"run:{run.id}@{s}") for s in (5, 10)]
+
+
+def _ended(store, status="failed", exit_code=None, stop=False, auto_resume=2):
+    run = store.create_run(build_config({"max_steps": 6, "save_steps": 2, "auto_resume": auto_resume}))
+    store.update_run(run.id, status="running", stop_requested=int(stop))
+    store.finish_run(run.id, status, error="the worker (pid 7) was killed by SIGKILL (out of memory?)",
+                     exit_code=exit_code)
+    return store.get_run(run.id)
+
+
+def test_auto_resume_resumes_a_dead_worker_from_its_checkpoint_up_to_its_limit(store, tmp_path):
+    checkpoint = (tmp_path / "checkpoint-4", 4)
+    dead = _ended(store)
+    assert jobs.auto_resume_from(dead, 0, checkpoint) == (4, "auto-resume 1/2 from step 4")
+    assert jobs.auto_resume_from(dead, 1, checkpoint) == (4, "auto-resume 2/2 from step 4")
+    assert jobs.auto_resume_from(dead, 2, checkpoint) == (None, "auto-resume: gave up after 2/2")
+    assert jobs.auto_resume_from(dead, 0, None) == (None, "auto-resume: not resumed, no complete checkpoint yet")
+    assert jobs.auto_resume_from(dead, 0, checkpoint, server_alive=False)[0] is None
+
+
+def test_auto_resume_never_resumes_a_stop_refused_input_a_finished_run_or_when_off(store, tmp_path):
+    checkpoint = (tmp_path / "checkpoint-4", 4)
+    assert jobs.auto_resume_from(_ended(store, exit_code=jobs.EXIT_REPEATS), 0, checkpoint) == (
+        None, "auto-resume: not resumed, a resume would fail the same way")
+    for ended in (_ended(store, stop=True), _ended(store, status="stopped"), _ended(store, status="completed"),
+                  _ended(store, auto_resume=0)):
+        assert jobs.auto_resume_from(ended, 0, checkpoint) == (None, "")
+
+
+def test_whoever_waits_for_a_run_waits_while_its_live_supervisor_may_resume_it(store):
+    deciding = _ended(store)
+    store.update_run(deciding.id, pid=os.getpid(), heartbeat_at=time.time())  # its supervisor is alive
+    assert jobs.resuming_itself(store.get_run(deciding.id))
+    store.update_run(deciding.id, heartbeat_at=time.time() - 3600)  # it has exited (the pid is another's now)
+    assert not jobs.resuming_itself(store.get_run(deciding.id))
+    for settled in (_ended(store, exit_code=jobs.EXIT_REPEATS), _ended(store, auto_resume=0), _ended(store, stop=True)):
+        store.update_run(settled.id, pid=os.getpid(), heartbeat_at=time.time())
+        assert not jobs.resuming_itself(store.get_run(settled.id))
+
+
+def test_auto_resume_is_refused_where_it_could_never_resume():
+    with pytest.raises(ConfigError, match="auto_resume: the run saves no checkpoint to resume from"):
+        build_config({"auto_resume": 1, "save_steps": 0})
+    with pytest.raises(ConfigError, match="auto_resume: a supervisor restarts only its own machine's processes"):
+        build_config({"auto_resume": 1, "distributed": {"num_machines": 2, "main_process_ip": "10.0.0.1"}})
+    assert build_config({"auto_resume": 1, "save_steps": 0, "save_minutes": 30}).auto_resume == 1
+
+
+def test_an_auto_resumed_attempt_runs_on_under_its_supervisor_from_the_checkpoint(store):
+    run = _dead_run(store)
+    store.update_run(run.id, pid=4321, gpus="0")
+    again = store.requeue_for_resume(run.id, 4, in_place=True)
+    assert (again.status, again.attempt, again.step, again.pid, again.gpus) == ("running", 2, 4, 4321, "0")
+    assert again.error is None and again.exit_code is None and again.worker_pid is None
+    assert sorted(m["step"] for m in store.metrics_since(run.id)) == [1, 2, 3, 4]
+
+
+def test_the_checkpoints_a_run_keeps_at_most():
+    def kept(**settings):
+        return build_config({"max_steps": 10, **settings}).checkpoints_kept()
+
+    assert kept() == 2  # save_total_limit
+    assert kept(save_steps=0) == 0 and kept(save_steps=0, save_minutes=5) == 2
+    assert kept(save_steps=5) == 2 and kept(save_steps=10) == 1
+    assert kept(save_total_limit=0, save_steps=3) == 4 and kept(save_total_limit=0) == 10  # -1: every 10%
+
+
+def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused_with_the_numbers(tiny_model, tmp_path):
+    from backend.models.memory import disk_need, read_shape
+
+    full = build_config({"model": str(tiny_model), "finetuning": "full"})
+    weights = read_shape(str(tiny_model)).parameters * 4
+    assert disk_need(full, read_shape(str(tiny_model))) == 2 * 3 * weights + weights  # 2 × (weights + Adam) + model
+    assert jobs.disk_problem(full, tmp_path, free=10 * weights) is None
+    assert jobs.disk_problem(full, tmp_path, free=2**20) == (
+        f"disk: the run needs about {7 * weights / 2**20:.0f} MiB for 2 checkpoints and the model, the workspace "
+        "disk has 1 MiB free; free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a "
+        "larger disk")
+    lora = build_config({"model": str(tiny_model), "save_steps": 0})
+    assert "for the adapter, the workspace disk has 0 MiB free" in jobs.disk_problem(lora, tmp_path, free=0)
+    assert jobs.disk_problem(build_config({"model": str(tmp_path / "gone")}), tmp_path, free=0) is None
+
+
+def test_a_full_disk_names_the_disk_and_the_checkpoint_kept(store):
+    run = _dead_run(store)
+    _checkpoint(store, run.id, 4)
+    text = jobs.disk_full_message(store, run.id, "OSError: [Errno 28] No space left on device")
+    assert text.startswith(f"the disk holding {store.run_dir(run.id)} is full (")
+    assert text.endswith("No space left on device; the last complete checkpoint (step 4) is kept: free some "
+                         "space, then resume the run")
+
+
+def test_a_checkpoint_is_asked_for_once_the_wall_time_since_the_last_has_passed():
+    from transformers import TrainerControl
+
+    from backend.modes.training import WallClockSave
+
+    save, control = WallClockSave(minutes=0.001), TrainerControl()  # 60 ms
+    save.on_train_begin(None, None, control)
+    save.on_step_end(None, None, control)
+    assert not control.should_save
+    time.sleep(0.07)
+    save.on_step_end(None, None, control)
+    assert control.should_save
+    control.should_save = False
+    save.on_save(None, None, control)
+    save.on_step_end(None, None, control)
+    assert not control.should_save
