@@ -264,11 +264,13 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State, words=None) -> 
                 message: f"Uploaded **{saved.name}** into the workspace and selected it."}
 
     def on_start(values: dict):
+        config = None
         try:
             config = form.config_from(values)
             run = jobs.submit_run(store, config)
         except ConfigError as e:
-            errors = list(dict.fromkeys(e.errors + source_errors(values, e.errors)))  # preflight may run twice
+            # settings refused before submit_run's own check: check the model and dataset too
+            errors = e.errors + (source_errors(values, e.errors) if config is None else [])
             gr.Warning("Cannot start the run: " + "; ".join(errors)[:400])
             return {message: error_markdown(errors), started: None}
         except Exception as e:  # never a traceback in the page; the log has it

@@ -79,8 +79,6 @@ def model_kwargs(config: RunConfig) -> dict:
     return kwargs
 
 
-
-
 def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
     """Build a TRL/transformers args object from the schema; `mode_kwargs` adds the mode's own fields."""
     c = ctx.config

@@ -52,12 +52,12 @@ def _disk_full(e: BaseException, folder) -> bool:
         return False
 
 
-def _repeats(e: BaseException, folder) -> bool:
+def _refused(e: BaseException) -> bool:
     from backend.config import ConfigError
     from backend.data import DatasetError
     from backend.models import ModelError
 
-    return isinstance(e, (ConfigError, DatasetError, ModelError)) or _disk_full(e, folder)
+    return isinstance(e, (ConfigError, DatasetError, ModelError))
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
@@ -130,11 +130,11 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         traceback.print_exc()
         from backend.runs.jobs import EXIT_REPEATS, disk_full_message
 
-        folder = store.run_dir(run_id)
-        code = EXIT_REPEATS if _repeats(e, folder) else 1  # the supervisor never auto-resumes EXIT_REPEATS
+        full = _disk_full(e, store.run_dir(run_id))
+        code = EXIT_REPEATS if full or _refused(e) else 1  # the supervisor never auto-resumes EXIT_REPEATS
         if node_main:
             why = f"{type(e).__name__}: {e}"
-            if _disk_full(e, folder):
+            if full:
                 why = disk_full_message(store, run_id, why)
             store.finish_run(run_id, "failed", error=why, exit_code=code)
         return code
