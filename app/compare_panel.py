@@ -14,6 +14,7 @@ import pandas as pd
 from app.choices import run_choices
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
+from app.tab_polls import TabPolls
 from backend import evals
 from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
 from backend.runs.store import RunStore
@@ -41,7 +42,7 @@ def _number(v) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
-def build(store: RunStore, timer: gr.Timer) -> None:
+def build(store: RunStore, polls: TabPolls) -> None:
     with gr.Accordion("Compare runs", open=False, elem_id="compare"):
         gr.Markdown(HELP, elem_classes=["wb-help"])
         pick = gr.Dropdown(label=f"Runs to compare (up to {MAX_COMPARED})", choices=[], value=[], multiselect=True,
@@ -114,4 +115,4 @@ def build(store: RunStore, timer: gr.Timer) -> None:
         return render(cv)
 
     pick.change(on_pick, [pick, view], outputs, show_progress="hidden")
-    timer.tick(on_tick, view, outputs, show_progress="hidden")
+    polls.add("runs", on_tick, view, outputs, show_progress="hidden")

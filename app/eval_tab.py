@@ -16,6 +16,7 @@ from app.eval_render import (EXAMPLE_COLUMNS, SCORER_HELP, eval_choices, example
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
                              win_figure)
 from app.formatting import error_markdown
+from app.tab_polls import TabPolls
 from backend import evals
 from backend.modes.registry import mode_spec
 from backend.runs import jobs
@@ -55,7 +56,7 @@ def heldout_choices(store: RunStore) -> list[tuple[str, str]]:
             if r.config.eval.split > 0]
 
 
-def build(store: RunStore, timer: gr.Timer) -> EvalTab:
+def build(store: RunStore, polls: TabPolls) -> EvalTab:
     gr.Markdown(INTRO, elem_classes=["wb-intro"])
     with gr.Row(equal_height=False):
         with gr.Column(scale=2):
@@ -175,7 +176,7 @@ def build(store: RunStore, timer: gr.Timer) -> EvalTab:
     for trigger in (select.change, category.change, other.input):
         trigger(lambda i, c, o: render(i, c, o, None), [select, category, other], view_outputs,
                 show_progress="hidden")
-    timer.tick(poll, [select, category, other, shown], view_outputs, show_progress="hidden")
+    polls.add("evaluate", poll, [select, category, other, shown], view_outputs, show_progress="hidden")
     jsonl.click(download("jsonl"), select, [file, message])
     parquet.click(download("parquet"), select, [file, message])
     return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, select=select)

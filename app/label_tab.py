@@ -33,6 +33,7 @@ from app.formatting import error_markdown
 from app.label_layout import LabelUI, LabelView, layout
 from app.label_render import (NO_SESSION, card, count_html, markdown_html, progress_html, prompt_html, summary_html,
                               waiting_status)
+from app.tab_polls import TabPolls
 from backend import labeling
 from backend.labeling import LabelError, LabelItem, LabelSession
 from backend.labeling import generator as label_generator
@@ -318,7 +319,7 @@ def on_export(ui: LabelUI, store: RunStore, values: dict) -> dict:
     return {e.file: str(download), e.summary: f"**Exported** {result.text()}. Saved as `{out}`."}
 
 
-def on_train(ui: LabelUI, store: RunStore, train_fields: dict, tabs: gr.Tabs, train_mode: str, v: LabelView) -> dict:
+def on_train(ui: LabelUI, store: RunStore, train_fields: dict, polls: TabPolls, train_mode: str, v: LabelView) -> dict:
     """Fill the Train tab (`train_fields`: its mode, dataset and model) to train on the session's labels."""
     say = ui.export.summary
     if not v.session_id:
@@ -336,13 +337,13 @@ def on_train(ui: LabelUI, store: RunStore, train_fields: dict, tabs: gr.Tabs, tr
     base, _ = labeling.resolve_candidate(store, s.model_a)
     return {train_fields["mode"]: gr.update(value=train_mode),
             train_fields["dataset"]: gr.update(choices=dataset_choices(store), value=spec),
-            train_fields["model"]: gr.update(value=base), tabs: gr.Tabs(selected="train"),
+            train_fields["model"]: gr.update(value=base), **polls.open("train"),
             say: f"The Train tab is set to **{train_mode.upper()}** on `{spec}` with the model `{base}`."}
 
 
 # ---- wiring ----
 
-def wire(ui: LabelUI, store: RunStore, timer: gr.Timer, train_fields: dict | None, tabs: gr.Tabs | None) -> None:
+def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | None) -> None:
     f, items, layout_outputs = ui.new, ui.item_outputs, ui.session_outputs
     hidden = dict(show_progress="hidden")
     gr.on([f.mode.change, f.compare.change], bind(on_mode, ui), [f.mode, f.compare], [f.compare, f.model_b, f.temp_b],
@@ -360,7 +361,7 @@ def wire(ui: LabelUI, store: RunStore, timer: gr.Timer, train_fields: dict | Non
                      [*items, ui.edit, ui.note, ui.remember], concurrency_limit=None, trigger_mode="once", **hidden)
     ui.undo.click(bind(on_undo, ui, store), [ui.view, ui.annotator], [*items, ui.edit, ui.note],
                   concurrency_limit=None, trigger_mode="once", **hidden)
-    timer.tick(bind(on_tick, ui, store), ui.view, items, concurrency_limit=None, **hidden)
+    polls.add("labeling", bind(on_tick, ui, store), ui.view, items, concurrency_limit=None, **hidden)
     ui.resume.click(bind(on_resume, ui, store), ui.view, [*items, *layout_outputs], **hidden)
     ui.from_a.click(bind(on_edit_from, store, "a"), ui.item_box, ui.edit, **hidden)
     ui.from_b.click(bind(on_edit_from, store, "b"), ui.item_box, ui.edit, **hidden)
@@ -368,17 +369,17 @@ def wire(ui: LabelUI, store: RunStore, timer: gr.Timer, train_fields: dict | Non
     e.button.click(bind(on_export, ui, store), e.inputs | {ui.view}, [e.file, e.summary], show_progress="minimal",
                    show_progress_on=[e.summary])
     ui.summary_refresh.click(lambda v: summary_html(store, v.session_id), ui.view, ui.summary, **hidden)
-    if train_fields and tabs is not None:
-        outputs = [train_fields["mode"], train_fields["dataset"], train_fields["model"], tabs, e.summary]
+    if train_fields:
+        outputs = [train_fields["mode"], train_fields["dataset"], train_fields["model"], *polls.outputs, e.summary]
         for train_mode, button in e.train_buttons.items():
-            button.click(bind(on_train, ui, store, train_fields, tabs, train_mode), ui.view, outputs, **hidden)
+            button.click(bind(on_train, ui, store, train_fields, polls, train_mode), ui.view, outputs, **hidden)
 
 
-def build(store: RunStore, timer: gr.Timer, train_fields: dict | None = None, tabs: gr.Tabs | None = None) -> LabelTab:
-    """Lay out the tab and wire it. `train_fields` (mode, dataset, model components of the Train tab) and `tabs`
-    let the "Train on these labels" buttons fill the Train tab and open it."""
+def build(store: RunStore, polls: TabPolls, train_fields: dict | None = None) -> LabelTab:
+    """Lay out the tab and wire it. `train_fields` (mode, dataset, model components of the Train tab) let the
+    "Train on these labels" buttons fill the Train tab and open it."""
     ui = layout(store)
-    wire(ui, store, timer, train_fields, tabs)
+    wire(ui, store, polls, train_fields)
     # one at a time, each reading the view the other left: a tab opened while the page still loads keeps its item
     serial = dict(concurrency_id="label-view", concurrency_limit=1)
     load_outputs = [ui.remember, ui.session, ui.annotator, ui.new.box, ui.new.model_a, ui.new.model_b, ui.summary,

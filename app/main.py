@@ -23,6 +23,7 @@ from app import (chat_tab, eval_tab, i18n, label_layout, label_tab, playground_t
                  train_tab)
 from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
+from app.tab_polls import TabPolls  # noqa: E402
 from backend import sweeps  # noqa: E402
 from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
@@ -30,6 +31,7 @@ from backend.runs.store import RunStore  # noqa: E402
 log = logging.getLogger("workbench.ui")
 TITLE = "RL post-training workbench"
 POLL_SECONDS = 1.5
+POLLING_TABS = ("train", "runs", "evaluate", "sweeps", "labeling")  # the first is the tab a page opens on
 DISPATCH_SECONDS = 2.0  # how often the server starts queued runs and marks dead workers and sweep drivers
 _SYSTEM_FONTS = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"]
 _MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
@@ -106,30 +108,27 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
                                 min_width=190, container=False)
         chosen = gr.BrowserState("", storage_key="workbench-language", secret=label_layout.browser_secret(store.workspace))
         view = gr.State(RunView())
-        timer = gr.Timer(POLL_SECONDS)
-        with gr.Tabs(elem_id="tabs") as tabs:
-            with gr.Tab("Train", id="train", elem_id="tab-train") as page:
-                words.add(page, "tab.train")
-                train = train_tab.build(store, timer, view, words)
-            with gr.Tab("Runs", id="runs", elem_id="tab-runs") as page:
-                words.add(page, "tab.runs")
-                runs = runs_tab.build(store, timer, view, words)
-            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate") as page:
-                words.add(page, "tab.evaluate")
-                evaluate = eval_tab.build(store, timer)
-            with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps") as page:
-                words.add(page, "tab.sweeps")
-                sweeps_tab.build(store, timer, runs.select, tabs, train.form)
-            with gr.Tab("Reward playground", id="playground", elem_id="tab-playground") as page:
-                words.add(page, "tab.playground")
+        polls = TabPolls(POLL_SECONDS, POLLING_TABS)
+        pages = {}
+        with gr.Tabs(elem_id="tabs") as polls.tabs:
+            with gr.Tab("Train", id="train", elem_id="tab-train") as pages["train"]:
+                train = train_tab.build(store, polls, view, words)
+            with gr.Tab("Runs", id="runs", elem_id="tab-runs") as pages["runs"]:
+                runs = runs_tab.build(store, polls, view, words)
+            with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate") as pages["evaluate"]:
+                evaluate = eval_tab.build(store, polls)
+            with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps") as pages["sweeps"]:
+                sweeps_tab.build(store, polls, runs.select, train.form)
+            with gr.Tab("Reward playground", id="playground", elem_id="tab-playground") as pages["playground"]:
                 play = playground_tab.build(store, train.sources)
-            with gr.Tab("Chat", id="chat", elem_id="tab-chat") as chat_page:
-                words.add(chat_page, "tab.chat")
+            with gr.Tab("Chat", id="chat", elem_id="tab-chat") as pages["chat"]:
                 chat = chat_tab.build(store, train.sources)
-            with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as label_page:
-                words.add(label_page, "tab.labeling")
+            with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as pages["labeling"]:
                 fields = train.form.components
-                label = label_tab.build(store, timer, {k: fields[k] for k in ("mode", "dataset", "model")}, tabs)
+                label = label_tab.build(store, polls, {k: fields[k] for k in ("mode", "dataset", "model")})
+        for tab_id, page in pages.items():
+            words.add(page, f"tab.{tab_id}")
+            polls.follow(page, tab_id)
 
         def on_language(code):
             """A language picked in the header: the page's words in it, remembered by this browser."""
@@ -147,16 +146,16 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
 
         def follow(run_id):
             """After Start: select the new run in the Runs tab and open that tab (nothing when none started)."""
-            return {runs.select: run_selection(store, run_id), tabs: gr.Tabs(selected="runs")} if run_id else gr.skip()
+            return {runs.select: run_selection(store, run_id), **polls.open("runs")} if run_id else gr.skip()
 
-        train.start_event.then(follow, train.started, [runs.select, tabs], show_progress="hidden")
+        train.start_event.then(follow, train.started, [runs.select, *polls.outputs], show_progress="hidden")
 
         def evaluate_run(run_id):
             """Runs tab → Evaluate: the form filled to judge the run against its base, and the tab opened."""
-            return {**eval_tab.open_for_run(store, evaluate, run_id), tabs: gr.Tabs(selected="evaluate")}
+            return {**eval_tab.open_for_run(store, evaluate, run_id), **polls.open("evaluate")}
 
         runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
-                                                        evaluate.max_new_tokens, tabs], show_progress="hidden")
+                                                        evaluate.max_new_tokens, *polls.outputs], show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         demo.load(preview_fn, **preview_io, show_progress="hidden")
@@ -166,13 +165,13 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
         demo.load(prompts_fn, **prompts_io, show_progress="hidden")
         chat_fn, chat_io = chat.load
         demo.load(chat_fn, **chat_io, show_progress="hidden")
-        chat_page.select(chat.refresh[0], **chat.refresh[1], show_progress="hidden")  # runs finished since
+        pages["chat"].select(chat.refresh[0], **chat.refresh[1], show_progress="hidden")  # runs finished since
         demo.load(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
         label.remember.render()  # outside the tabs, so the page's load event reads the browser's storage
         label_fn, label_io = label.load
         demo.load(label_fn, **label_io, show_progress="hidden")
         open_fn, open_io = label.open
-        label_page.select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
+        pages["labeling"].select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
     return demo
 
 

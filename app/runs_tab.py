@@ -23,6 +23,7 @@ from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_htm
                             sample_step_choices, sample_table_rows, score_table_widths)
 from app.plots import GROUP_SLOTS, Series, add_rows, chart_layout, figure_from_series, flat_text
 from app.view_state import SentValues
+from app.tab_polls import TabPolls
 from backend import evals, reporting
 from backend.runs import jobs
 from backend.config import to_yaml
@@ -91,7 +92,7 @@ def samples_frame(rows: list[list], sources: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *sources, "total"])
 
 
-def build(store: RunStore, timer: gr.Timer, view: gr.State, words=None) -> RunsTab:
+def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsTab:
     """`words` (an i18n.Translatable) is given this tab's words to translate."""
     table = gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
                          elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
@@ -134,7 +135,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State, words=None) -> RunsT
             with gr.Accordion("Run config", open=False):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
             export_panel.build(store, select)
-    compare_panel.build(store, timer)
+    compare_panel.build(store, polls)
     if words is not None:
         for component, key, prop in ((stop, "runs.stop", "value"), (resume, "runs.resume", "value"),
                                      (evaluate, "runs.evaluate", "value"), (delete, "runs.delete", "value"),
@@ -336,7 +337,7 @@ def build(store: RunStore, timer: gr.Timer, view: gr.State, words=None) -> RunsT
         return render(v.select(after)) | {select: run_selection(store, after)}
 
     # the poll only reads the store: the server's dispatcher thread (backend.runs.jobs.start_dispatcher) moves the queue
-    timer.tick(render, view, outputs, show_progress="hidden")
+    polls.add("runs", render, view, outputs, show_progress="hidden")
     gr.on([note.blur, note.submit], on_note, [note, view], None, show_progress="hidden")
     delete.click(on_delete, view, outputs, show_progress="hidden")
     confirm.click(on_confirm_delete, view, outputs)

@@ -19,6 +19,7 @@ from app.sweep_render import (DEFAULT_BASE, MAX_PARAMS, SWEEP_COLUMNS, base_text
                               importances, param_from_row, parse_base, row_values, searchable_fields, spec_data,
                               status_html, sweep_preset_choices, sweep_table_rows, SweepView, trials_frame)
 from app.forms import FIELDS
+from app.tab_polls import TabPolls
 from backend import sweeps
 from backend.config import ConfigError, build_config, to_yaml
 from backend.runs import jobs
@@ -27,7 +28,7 @@ from backend.runs.store import RunStore
 
 # ---- layout and events ----
 
-def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.Tabs, train_form=None):
+def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form=None):
     """The tab's layout and events; `train_form` (the Train tab's SettingsForm) lets its settings become the
     base, and the best trial's settings go back into it to train longer."""
     view = gr.State(SweepView())
@@ -162,7 +163,7 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
 
     def open_run(run_id: str | None) -> dict:
         """Select the run in the Runs tab and open that tab."""
-        return {runs_select: run_selection(store, run_id), tabs: gr.Tabs(selected="runs")}
+        return {runs_select: run_selection(store, run_id), **polls.open("runs")}
 
     def on_trial_select(evt: gr.SelectData):
         row = evt.row_value or []
@@ -294,17 +295,17 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
             gr.Warning("No completed trial yet.")
             return gr.skip()
         gr.Info("The best trial's settings are in the Train tab: raise max steps there to train it for longer.")
-        return train_form.updates_from(config) | {tabs: gr.Tabs(selected="train")}
+        return train_form.updates_from(config) | polls.open("train")
 
     if train_form is not None:
         from_train.click(on_from_train, set(train_form.inputs), base_yaml)
-        best_to_form.click(on_best_to_form, view, [*train_form.outputs, tabs])
+        best_to_form.click(on_best_to_form, view, [*train_form.outputs, *polls.outputs])
 
     # the poll only reads the store: the server's dispatcher thread marks sweeps whose driver died
-    timer.tick(render, view, outputs, show_progress="hidden")
+    polls.add("sweeps", render, view, outputs, show_progress="hidden")
     select.input(on_select, [select, view], outputs, show_progress="hidden")
     sweeps_table.select(on_table_select, view, outputs, show_progress="hidden")
-    trials_table.select(on_trial_select, None, [runs_select, tabs])
+    trials_table.select(on_trial_select, None, [runs_select, *polls.outputs])
     base_preset.input(base_text_for, base_preset, base_yaml)
     base_yaml.change(on_base_change, [base_yaml, metric, base_mode_shown],
                      [comps[0] for comps, _ in rows] + [metric, base_mode_shown], show_progress="hidden")
@@ -321,4 +322,4 @@ def build(store: RunStore, timer: gr.Timer, runs_select: gr.Dropdown, tabs: gr.T
     start.click(on_start, form_inputs | set(row_inputs), [message, *outputs])
     stop.click(on_stop, view, outputs)
     resume.click(on_resume, [view, more], outputs)
-    train_best.click(on_train_best, view, [runs_select, tabs])
+    train_best.click(on_train_best, view, [runs_select, *polls.outputs])

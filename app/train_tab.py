@@ -20,6 +20,7 @@ from app import forms
 from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
 from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
+from app.tab_polls import TabPolls
 from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.modes import available_modes
@@ -139,7 +140,7 @@ def format_text(info, error: str | None, mode: str) -> str:
 
 # ---- layout and events ----
 
-def build(store: RunStore, timer: gr.Timer, runs_view: gr.State, words=None) -> TrainTab:
+def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> TrainTab:
     """`words` (an i18n.Translatable) is given this tab's settings and words to translate."""
     workspace = store.workspace
     shown_ws = None if workspace == default_workspace() else workspace
@@ -398,7 +399,7 @@ def build(store: RunStore, timer: gr.Timer, runs_view: gr.State, words=None) -> 
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
     start_event = start.click(on_start, form_values, [message, session, status, started], concurrency_limit=None)
     stop.click(on_stop, [session, runs_view], [status, session, message])
-    timer.tick(on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
+    polls.add("train", on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
     show_cli.click(on_cli, form_values, [cli, message, memory])
     show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])

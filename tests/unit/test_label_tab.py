@@ -5,6 +5,7 @@ import pytest
 
 from app import label_tab
 from app.label_layout import LabelView
+from app.tab_polls import TabPolls
 from backend import labeling as L
 from backend.runs.store import RunStore
 
@@ -21,11 +22,12 @@ def page(store):
     """The tab in a Blocks, and `call(handler, *args)`: runs the handler the way its wired event does and checks
     that every component it updates is one of that event's outputs."""
     with gr.Blocks() as demo:
-        with gr.Tabs() as tabs:
+        polls = TabPolls(1.5, ("train", "labeling"))
+        with gr.Tabs() as polls.tabs:
             with gr.Tab("Train"):
                 train = {k: gr.Textbox() for k in ("mode", "dataset", "model")}
             with gr.Tab("Labeling") as label_page:
-                tab = label_tab.build(store, gr.Timer(1.5), train, tabs)
+                tab = label_tab.build(store, polls, train)
         tab.remember.render()  # as app/main.py wires it
         demo.load(tab.load[0], **tab.load[1])
         label_page.select(tab.open[0], **tab.open[1])
@@ -37,7 +39,7 @@ def page(store):
         if isinstance(out, dict) and out != gr.skip():
             assert set(out) <= set(fns[0].outputs), handler.__name__
         return out
-    call.train, call.tabs = train, tabs
+    call.train, call.polls = train, polls
     return tab.ui, call
 
 
@@ -97,7 +99,7 @@ def test_single_answer_sessions_show_thumbs_and_refuse_dpo(store, page):
     s = answered_session(store, mode="single")
     out = call(label_tab.on_open, LabelView(), {"client": "c1", "session": s.id}, None)
     assert out[ui.single_buttons]["visible"] is True and out[ui.pair_buttons]["visible"] is False
-    refused = label_tab.on_train(ui, store, call.train, call.tabs, "dpo", out[ui.view])
+    refused = label_tab.on_train(ui, store, call.train, call.polls, "dpo", out[ui.view])
     assert set(refused) == {ui.export.summary} and "Train KTO on it" in refused[ui.export.summary]
 
 

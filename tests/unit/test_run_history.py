@@ -207,12 +207,13 @@ def test_the_runs_tab_shows_the_note_and_offers_delete_only_for_an_ended_run(tmp
 
     from app import runs_tab
     from app.runs_tab import RunView
+    from app.tab_polls import TabPolls
 
     store = RunStore(tmp_path)
     done, waiting = _ended(store, "done"), store.create_run(build_config({"name": "waiting"}))
     store.set_note(done.id, "keep this one")
     with gr.Blocks():
-        tab = runs_tab.build(store, gr.Timer(1.5), gr.State(RunView()))
+        tab = runs_tab.build(store, TabPolls(1.5, ("runs",)), gr.State(RunView()))
     names = ("note", "delete", "confirm")
     at = [tab.outputs.index(c) for c in tab.outputs if c.elem_id in ("run-note", "runs-delete",
                                                                       "runs-delete-confirm")]

@@ -6,6 +6,7 @@ import pytest
 
 from app import runs_tab
 from app.runs_tab import RunView
+from app.tab_polls import TabPolls
 from backend.config import build_config
 from backend.runs.store import RunStore
 
@@ -22,7 +23,7 @@ def store(tmp_path):
 @pytest.fixture
 def render(store):
     with gr.Blocks():
-        tab = runs_tab.build(store, gr.Timer(1.5), gr.State(RunView()))
+        tab = runs_tab.build(store, TabPolls(1.5, ("runs",)), gr.State(RunView()))
 
     def named(view):
         out = tab.render(view)
