@@ -1,5 +1,5 @@
-"""The reward-sources editor: one row per source (kind, name, weight, parameters as YAML, role and a cost's
-budget), with Add / Remove.
+"""The reward-sources editor: one row per source (kind, name, weight, parameters as YAML, role, a cost's
+budget and the source it is gated on), with Add / Remove.
 
 Built from the reward-source schema (`backend.rewards.spec`): the kinds, their one-line descriptions, their
 parameters' titles, help and defaults, and the ready-to-edit examples all come from there; nothing here
@@ -10,7 +10,7 @@ every control keeps a stable elem_id (`reward-type-0`, `reward-params-1`, ...) a
 typing is never lost to a re-render. A slot whose kind is empty is unused; used slots are always the first
 ones (Remove moves the rows below it up).
 
-Values travel as one list per editor, in slot order: kind, name, weight, params text, role, budget for each
+Values travel as one list per editor, in slot order: kind, name, weight, params text, role, budget, when for each
 slot (`read` takes them out of an event's {component: value} dict).
 `sources_from_values` turns them into source dicts (params still as text), `parse_sources` into dicts
 the run config validates, and `updates_for` does the reverse for loading a preset.
@@ -31,7 +31,7 @@ from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOU
                                   validate_params)
 
 MAX_SOURCES = 8
-FIELDS_PER_ROW = 6  # kind, name, weight, params text, role, budget
+FIELDS_PER_ROW = 7  # kind, name, weight, params text, role, budget, when
 DEFAULT_KIND = "numeric_match"
 _SOURCE_FIELDS = RewardSourceConfig.model_fields
 
@@ -73,7 +73,7 @@ def parse_params(text) -> dict:
 
 
 def empty_row() -> list:
-    return [None, "", 1.0, "", "reward", None]
+    return [None, "", 1.0, "", "reward", None, ""]
 
 
 def row_from_source(source) -> list:
@@ -81,7 +81,8 @@ def row_from_source(source) -> list:
     kind = s.get("type")
     params = s.get("params")
     text = params if isinstance(params, str) else params_text(kind, params)
-    return [kind, s.get("name") or "", s.get("weight", 1.0), text, s.get("role") or "reward", s.get("budget")]
+    return [kind, s.get("name") or "", s.get("weight", 1.0), text, s.get("role") or "reward", s.get("budget"),
+            s.get("when") or ""]
 
 
 def values_for(sources: Sequence) -> list:
@@ -99,19 +100,18 @@ def rows_of(values: Sequence) -> list[list]:
 
 
 def sources_from_values(values: Sequence) -> list[dict]:
-    """The used rows as source dicts {type, name, weight, params (the text as typed), role, budget (when given)}."""
-    out = []
-    for kind, name, weight, params, role, budget in rows_of(values):
-        if kind:
-            out.append(_source(kind, name, weight, params, role, budget))
-    return out
+    """The used rows as source dicts {type, name, weight, params (the text as typed), role, budget and when (when
+    given)}."""
+    return [_source(*row) for row in rows_of(values) if row[0]]
 
 
-def _source(kind, name, weight, params, role, budget) -> dict:
+def _source(kind, name, weight, params, role, budget, when) -> dict:
     source = {"type": kind, "name": (name or "").strip(), "weight": weight, "params": params or "",
               "role": role or "reward"}
     if budget not in (None, ""):  # a budget on a reward is passed on for the schema to refuse by name
         source["budget"] = budget
+    if (when or "").strip():
+        source["when"] = when.strip()
     return source
 
 
@@ -223,16 +223,18 @@ class RewardSourcesEditor:
     params: list[gr.Textbox]
     roles: list[gr.Dropdown]
     budgets: list[gr.Number]
+    whens: list[gr.Textbox]
     helps: list[gr.HTML]
     add: gr.Button
     add_kind: gr.Dropdown
 
     @property
     def inputs(self) -> list[gr.Component]:
-        """Every slot's kind, name, weight, params, role and budget, in slot order (what `sources_from_values`
-        reads)."""
+        """Every slot's kind, name, weight, params, role, budget and when, in slot order (what
+        `sources_from_values` reads)."""
         return [c for i in range(MAX_SOURCES) for c in (self.kinds[i], self.names[i], self.weights[i],
-                                                        self.params[i], self.roles[i], self.budgets[i])]
+                                                        self.params[i], self.roles[i], self.budgets[i],
+                                                        self.whens[i])]
 
     @property
     def outputs(self) -> list[gr.Component]:
@@ -259,19 +261,20 @@ class RewardSourcesEditor:
 def build(prefix: str = "reward", sources: Sequence = (), label: str | None = None,
           info: str | None = None, visible: bool = True, container_id: str | None = None) -> RewardSourcesEditor:
     """Lay out the editor; elem_ids are `<prefix>-type-<i>`, `<prefix>-name-<i>`, `<prefix>-weight-<i>`,
-    `<prefix>-params-<i>`, `<prefix>-role-<i>`, `<prefix>-budget-<i>`, `<prefix>-remove-<i>`, `<prefix>-help-<i>`,
+    `<prefix>-params-<i>`, `<prefix>-role-<i>`, `<prefix>-budget-<i>`, `<prefix>-when-<i>`, `<prefix>-remove-<i>`,
+    `<prefix>-help-<i>`,
     `<prefix>-add`, `<prefix>-add-type`."""
     values = values_for(sources)
     rows_values = rows_of(values)
     title = _SOURCE_FIELDS["type"].title
-    kinds, names, weights, params, roles, budgets, helps, rows, removes = [], [], [], [], [], [], [], [], []
+    kinds, names, weights, params, roles, budgets, whens, helps, rows, removes = ([] for _ in range(10))
     with gr.Column(visible=visible, elem_id=container_id or f"{prefix}-sources",
                    elem_classes=["wb-sources"]) as container:
         if label:
             gr.Markdown(f"**{label}**", elem_classes=["wb-section"])
         if info:
             gr.Markdown(info, elem_classes=["wb-kinds"])
-        for i, (kind, name, weight, text, role, budget) in enumerate(rows_values):
+        for i, (kind, name, weight, text, role, budget, when) in enumerate(rows_values):
             with gr.Column(visible=bool(kind), elem_id=f"{prefix}-row-{i}", elem_classes=["wb-source-row"]) as row:
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
                     kinds.append(gr.Dropdown(choices=kind_choices(), value=kind, label=title,
@@ -290,6 +293,8 @@ def build(prefix: str = "reward", sources: Sequence = (), label: str | None = No
                     budgets.append(gr.Number(value=budget, label=_SOURCE_FIELDS["budget"].title,
                                              placeholder="cost only", elem_id=f"{prefix}-budget-{i}", scale=1,
                                              min_width=80, step=0.01))
+                    whens.append(gr.Textbox(value=when, label=_SOURCE_FIELDS["when"].title, placeholder="always",
+                                            elem_id=f"{prefix}-when-{i}", scale=1, min_width=100, max_lines=1))
                     removes.append(gr.Button("Remove", elem_id=f"{prefix}-remove-{i}", size="md", scale=0,
                                              min_width=80, variant="secondary", elem_classes=["wb-remove"]))
                 helps.append(gr.HTML(row_help(kind, text), elem_id=f"{prefix}-help-{i}", padding=False))
@@ -299,7 +304,7 @@ def build(prefix: str = "reward", sources: Sequence = (), label: str | None = No
                                    info=None, elem_id=f"{prefix}-add-type", scale=3, min_width=150)
             add = gr.Button("Add a reward source", elem_id=f"{prefix}-add", scale=2, min_width=140)
         gr.Markdown(_kinds_markdown(), elem_classes=["wb-kinds"])
-    editor = RewardSourcesEditor(container, rows, kinds, names, weights, params, roles, budgets, helps, add,
+    editor = RewardSourcesEditor(container, rows, kinds, names, weights, params, roles, budgets, whens, helps, add,
                                  add_kind)
     _wire(editor, removes)
     return editor

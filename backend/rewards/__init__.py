@@ -14,7 +14,7 @@ from typing import Callable
 
 from backend.rewards.base import RewardFunction, RewardSourceError, source_label
 from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
-                                  RewardSourceList, as_configs, cost_budgets, example_source, reward_weights,
+                                  RewardSourceList, as_configs, cost_budgets, example_source, gates, reward_weights,
                                   source_names)
 
 __all__ = ["RewardSourceConfig", "RewardSourceList", "RewardSourceError", "RewardFunction", "SOURCE_KINDS",
@@ -71,13 +71,19 @@ def build_reward_funcs(sources, workspace: str | Path) -> list[Callable]:
     RewardSourceError naming the source, the column and the columns available.
     """
     sources = as_configs(sources)
+    try:
+        gate_of = gates(sources)
+    except ValueError as e:
+        raise RewardSourceError(str(e)) from None
     funcs = []
-    for source, name in zip(sources, source_names(sources)):
+    for source, name, gate in zip(sources, source_names(sources), gate_of):
         module, cls = _IMPLEMENTATIONS[source.type]
         try:
             funcs.append(getattr(import_module(module), cls)(source, name, Path(workspace)))
         except RewardSourceError as e:
             raise RewardSourceError(f"{source_label(name, source.type)}: {e}") from e
+        if gate is not None:
+            funcs[-1].gate = funcs[gate]
     return funcs
 
 
@@ -119,8 +125,9 @@ def validate_sources(sources, dataset_columns: list[str], workspace: str | Path)
     errors = []
     try:
         sources = as_configs(sources)
+        gates(sources)
     except ValueError as e:
-        return [f"reward_sources: {e}"]
+        return [str(e) if str(e).startswith("reward_sources.") else f"reward_sources: {e}"]
     available = ", ".join(dataset_columns) or "none"
     for i, (source, name) in enumerate(zip(sources, source_names(sources))):
         where = f"reward_sources.{i} ({name})"

@@ -83,11 +83,14 @@ def dataset_columns(kwargs: dict) -> dict:
 class RewardFunction:
     """Base of every source: checks TRL's arguments and the result; subclasses implement `score`."""
 
+    gate: RewardFunction | None = None  # the source `when` names: this one scores only where it scores > 0
+
     def __init__(self, source: RewardSourceConfig, name: str, workspace: Path):
         self.source = source
         self.params = source.settings()
         self.__name__ = name  # TRL's metric name (trl.trainer.utils.get_callable_name)
         self.workspace = Path(workspace)
+        self._last: tuple[list, list] | None = None  # (completions, scores) of the last call, for a gated source
 
     @property
     def label(self) -> str:
@@ -104,7 +107,19 @@ class RewardFunction:
                             trainer_state=trainer_state, **kwargs)
         if len(scores) != n:  # a bug in a source, not in the data
             raise RewardSourceError(f"{self.label}: returned {len(scores)} scores for {n} completions")
-        return [None if s is None else float(s) for s in scores]
+        scores = [None if s is None else float(s) for s in scores]
+        if self.gate is not None:
+            opened = self.gate.scores_of(prompts, completions, completion_ids, trainer_state, kwargs)
+            scores = [s if g is not None and g > 0 else 0.0 for s, g in zip(scores, opened)]
+        self._last = (completions, scores)
+        return scores
+
+    def scores_of(self, prompts, completions, completion_ids, trainer_state, kwargs) -> list[float | None]:
+        """This source's scores of `completions`: those of its last call when it was on the same list (every
+        source of a step gets the same list, and a gate is listed first), else scored now."""
+        if self._last is not None and self._last[0] is completions:
+            return self._last[1]
+        return self(prompts, completions, completion_ids=completion_ids, trainer_state=trainer_state, **kwargs)
 
     def score(self, prompts: list, completions: list, **kwargs) -> list[float | None]:
         raise NotImplementedError

@@ -10,7 +10,7 @@ import re
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
                 "embedding_similarity", "diversity", "python")
@@ -270,6 +270,11 @@ class RewardSourceConfig(BaseModel):
                                              "under (e.g. 0.05 with a blocklist count: any = at most 5% of "
                                              "completions with a blocked word).")
 
+    when: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$", title="Only when",
+                      description="The name of an earlier source: this one scores only the completions that source "
+                                  "scores above 0, and 0 elsewhere (e.g. a brevity reward for correct answers only, "
+                                  "so being short never pays by itself); empty: always.")
+
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data):
@@ -280,7 +285,7 @@ class RewardSourceConfig(BaseModel):
                 close = difflib.get_close_matches(str(key), list(cls.model_fields), n=1)
                 problems.append(f"unknown key '{key}'; " + (f"did you mean '{close[0]}'?" if close else
                                                             "a source takes type, name, weight, params, "
-                                                            "role and budget"))
+                                                            "role, budget and when"))
             if problems:
                 raise ValueError("; ".join(problems))
         return data
@@ -305,6 +310,8 @@ class RewardSourceConfig(BaseModel):
                                  "settings), not by a fixed weight; leave weight at 1")
             if self.type == "diversity":
                 raise ValueError("role: diversity is something to reward, not a cost; use role: reward")
+            if self.when:
+                raise ValueError("when: a cost counts on every completion; only a reward can be gated")
         elif self.budget is not None:
             raise ValueError("budget: only a cost source has a budget; set role: cost, or remove budget")
         return self
@@ -342,7 +349,12 @@ def _parse_sources(v):
     return v
 
 
-RewardSourceList = Annotated[list[RewardSourceConfig], BeforeValidator(_parse_sources)]
+def _check_gates(sources: list[RewardSourceConfig]) -> list[RewardSourceConfig]:
+    gates(sources)
+    return sources
+
+
+RewardSourceList = Annotated[list[RewardSourceConfig], BeforeValidator(_parse_sources), AfterValidator(_check_gates)]
 
 
 def as_configs(sources) -> list[RewardSourceConfig]:
@@ -365,6 +377,25 @@ def source_names(sources) -> list[str]:
         taken.add(name)
         names.append(name)
     return names
+
+
+def gates(sources) -> list[int | None]:
+    """For each source, the index of the earlier source its `when` names (None: always scored); ValueError
+    naming the source when `when` names no earlier reward source."""
+    sources = as_configs(sources)
+    names = source_names(sources)
+    found = []
+    for i, (source, name) in enumerate(zip(sources, names)):
+        if not source.when:
+            found.append(None)
+            continue
+        earlier = [n for n, s in zip(names[:i], sources[:i]) if not s.is_cost]
+        if source.when not in earlier:
+            offer = f"one of: {', '.join(earlier)}" if earlier else "a source listed before it"
+            raise ValueError(f"reward_sources.{i} ({name}).when: '{source.when}' is not an earlier reward source; "
+                             f"name {offer}")
+        found.append(names.index(source.when))
+    return found
 
 
 def cost_budgets(sources) -> dict[str, float]:

@@ -11,6 +11,7 @@ import signal
 import sys
 import traceback
 from contextlib import nullcontext
+from pathlib import Path
 
 from backend.core.procs import Heartbeat, job_args
 from backend.runs.store import RunStore
@@ -40,6 +41,20 @@ def run(run_id: str, workspace: str) -> int:
 # torch.save on a full disk says only "unexpected pos 576 vs 534": a failure that leaves the run's disk with less
 # than this free is taken as the disk's
 _NEARLY_FULL = 64 * 2**20
+
+
+def _resume(trainer, checkpoint: str, max_steps: int) -> None:
+    """transformers' training loop resumed from a checkpoint of the last step trains one step more (it skips
+    into the epoch and checks max_steps only after a step): a run killed after its last checkpoint only needs
+    that checkpoint's weights. The project's PPO loop checks before each step."""
+    from transformers import Trainer
+
+    step = int(Path(checkpoint).name.rsplit("-", 1)[-1])
+    if 0 < max_steps <= step and type(trainer).train is Trainer.train:
+        print(f"checkpoint {step} is the last step of {max_steps}: nothing left to train", flush=True)
+        trainer._load_from_checkpoint(checkpoint)
+    else:
+        trainer.train(resume_from_checkpoint=checkpoint)
 
 
 def _disk_full(e: BaseException, folder) -> bool:
@@ -113,7 +128,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
 
         if checkpoint := resume_checkpoint(store, record):
             print(f"attempt {record.attempt}: resuming from {checkpoint}", flush=True)
-            trainer.train(resume_from_checkpoint=checkpoint)
+            _resume(trainer, checkpoint, config.max_steps)
         else:
             trainer.train()
         evaluate_at_end(trainer, ctx, stopped=callback.stopped)

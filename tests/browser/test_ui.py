@@ -31,8 +31,9 @@ def test_start_watch_metrics_and_stop(ui_server, page, tiny_model):
 
     page.wait_for_function("() => !document.querySelector('#runs-stop').disabled", timeout=30_000)  # a live run
     page.click("#runs-stop")
-    page.wait_for_function("() => /stopped/i.test(document.querySelector('#run-status').textContent)",
-                           timeout=90_000)
-    # the table follows on the same poll or the next one (each component is refreshed by its own listener)
     page.wait_for_function("() => /\\bstopped\\b/i.test(document.querySelector('#runs-table').textContent)",
+                           timeout=90_000)
+    # the Train tab is not polled while hidden: opening it polls it at once, so it never shows a stale status
+    page.get_by_role("tab", name="Train").click()
+    page.wait_for_function("() => /stopped/i.test(document.querySelector('#run-status').textContent)",
                            timeout=10_000)

@@ -89,8 +89,6 @@ def test_a_dpo_run_whose_worker_is_killed_resumes_by_itself_to_the_adapter_of_a_
         _end(store, steady, killed)
 
 
-@pytest.mark.xfail(reason="known defect, to fix next: on an idle machine (a wall-time checkpoint nearly every "
-                   "step) the resumed GRPO run logs a loss at step 5 of 4", strict=False)
 def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a_run_never_killed(tiny_model,
                                                                                                      workspace):
     from tests.integration.test_ppo_runs import SOURCES, tiny
@@ -115,3 +113,28 @@ def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a
         assert _same_adapter(store, steady.id, killed.id)
     finally:
         _end(store, steady, killed)
+
+
+def test_a_run_killed_after_its_last_checkpoint_resumes_without_training_past_max_steps(tiny_model, workspace):
+    # transformers' loop, resumed from a checkpoint of the last step, would train one step more
+    from tests.integration.test_ppo_runs import tiny
+
+    store = RunStore(workspace)
+    run = submit_run(store, tiny(tiny_model, "sft", max_steps=3, save_steps=3))
+    try:
+        done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=120, what="the run")
+        assert done.status == "completed", done.error
+        adapter = store.run_dir(run.id) / "adapter" / "adapter_model.safetensors"
+        trained = load_file(adapter)
+        adapter.unlink()  # killed after the checkpoint, before the adapter was written
+        store.update_run(run.id, status="running")
+        store.finish_run(run.id, "failed", error="the worker was killed by SIGKILL")
+        assert resume_run(store, run.id).step == 3
+        done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=120, what="the resumed run")
+        assert done.status == "completed", done.error
+        assert _steps_once(store, run.id, 3)
+        assert "nothing left to train" in (store.run_dir(run.id) / "train.log").read_text()
+        again = load_file(adapter)
+        assert all(torch.equal(trained[k], again[k]) for k in trained)
+    finally:
+        _end(store, run)

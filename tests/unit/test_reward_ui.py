@@ -47,9 +47,9 @@ def test_the_form_edits_reward_sources_in_an_editor_not_a_textbox(form):
 def test_rows_round_trip_through_the_run_config(form):
     config, _ = grpo_values(SOURCES)
     values = reward_editor.values_for(config.reward_sources)
-    assert values[:12] == ["numeric_match", "correct", 1.0, "{column: answer}", "reward", None,
-                           "length", "", -0.5, "{target: 12, unit: words}", "reward", None]
-    assert values[12:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
+    assert values[:14] == ["numeric_match", "correct", 1.0, "{column: answer}", "reward", None, "",
+                           "length", "", -0.5, "{target: 12, unit: words}", "reward", None, ""]
+    assert values[14:] == reward_editor.empty_row() * (MAX_SOURCES - 2)
     # the whole form: flat values of every component -> the same config
     flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
             for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
@@ -68,6 +68,19 @@ def test_a_cost_rows_role_and_budget_round_trip_and_a_stray_budget_is_refused_by
     (source,) = reward_editor.sources_from_values(values[:4] + ["reward", 0.05] + values[6:])
     with pytest.raises(ValueError, match="budget: only a cost source has a budget"):
         build_config({"mode": "grpo", "reward_sources": [{**source, "params": {"keywords": ["x"]}}]})
+
+
+def test_a_gated_rows_when_round_trips_and_a_gate_on_no_earlier_source_is_refused_by_name(form):
+    brief = {"type": "length", "name": "brief", "when": "correct", "params": {"target": 1}}
+    config, _ = grpo_values([SOURCES[0], brief])
+    values = reward_editor.values_for(config.reward_sources)
+    assert values[13] == "correct"
+    flat = [v for c, value in zip(form.components.values(), forms.values_from_config(config))
+            for v in (reward_editor.values_for(value) if isinstance(c, RewardSourcesEditor) else [value])]
+    assert form.config_from(flat) == config
+    configs, errors = reward_editor.configs_from_values(reward_editor.values_for([brief, SOURCES[0]]))
+    assert not configs and any("reward_sources.0 (brief).when: 'correct' is not an earlier reward source" in e
+                               for e in errors), errors
 
 
 def test_params_left_at_their_defaults_are_not_shown_but_the_example_keys_are():

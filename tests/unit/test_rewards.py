@@ -183,6 +183,39 @@ def test_score_completions_sums_weighted_scores_and_counts_none_as_zero(workspac
     assert out["total"] == [1.5, -1.0, 0.0]
 
 
+def test_a_gated_source_scores_only_where_its_gate_scores_above_zero_and_reuses_the_gates_scores(workspace):
+    sources = [{"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
+               {"type": "length", "name": "brief", "when": "correct", "params": {"target": 1, "tolerance": 10}}]
+    out = score_completions(sources, ["What is 7 + 9?"], ["16", "7 + 9 = 16", "15", "The sum is sixteen."],
+                            workspace, answer=["16"] * 4)
+    assert out["sources"]["brief"] == [1.0, pytest.approx(0.6), 0.0, 0.0]  # only the correct answers
+    correct, brief = build_reward_funcs(sources, workspace)
+    calls = []
+    score = correct.score
+    correct.score = lambda *a, **k: calls.append(1) or score(*a, **k)
+    completions = ["16", "15"]
+    assert correct(["p", "p"], completions, answer=["16", "16"]) == [1.0, 0.0]
+    assert brief(["p", "p"], completions, answer=["16", "16"]) == [1.0, 0.0]
+    assert len(calls) == 1  # a training step scores each source once: the gate's scores of that step are reused
+    assert brief(["p"], ["16"], answer=["16"]) == [1.0] and len(calls) == 2  # other completions: scored anew
+
+
+@pytest.mark.parametrize("sources, message", [
+    ([{"type": "length", "when": "correct", "params": {"target": 1}},
+      {"type": "numeric_match", "name": "correct", "params": {"column": "answer"}}],
+     "reward_sources.0 (length).when: 'correct' is not an earlier reward source; name a source listed before it"),
+    ([{"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
+      {"type": "length", "when": "corect", "params": {"target": 1}}],
+     "reward_sources.1 (length).when: 'corect' is not an earlier reward source; name one of: correct"),
+    ([{"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
+      {"type": "blocklist", "role": "cost", "budget": 0.1, "when": "correct", "params": {"keywords": ["x"]}}],
+     "when: a cost counts on every completion"),
+])
+def test_a_gate_must_name_an_earlier_reward_source(sources, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_config({"mode": "grpo", "dataset": "demo-math", "reward_sources": sources})
+
+
 # ---- custom python ----
 
 def test_a_python_file_in_the_workspace_is_called_with_trls_arguments(workspace):
