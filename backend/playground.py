@@ -19,6 +19,7 @@ from pathlib import Path
 
 from backend.models import MODELS as MODEL_CACHE
 from backend.models import ModelCache, ModelRef, cached_model
+from backend.models.shared_prefill import generate_sharing_prompts
 from backend.rewards.base import completion_text, is_conversation, prompt_text
 
 SEPARATOR = "---"  # a line of its own between pasted multi-line completions
@@ -191,8 +192,8 @@ def generate_completions(prompts: list, model: str, num_completions: int = 2, ma
     for i, prompt in enumerate(prompts):
         inputs = _prompt_ids(tokenizer, prompt)
         with torch.no_grad():
-            ids = lm.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                              pad_token_id=tokenizer.pad_token_id, **sampling)
+            ids = generate_sharing_prompts(lm.generate, lm, **inputs, max_new_tokens=max_new_tokens,
+                                           num_return_sequences=n, pad_token_id=tokenizer.pad_token_id, **sampling)
         start = inputs["input_ids"].shape[1]
         out += [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in ids]
         yield GenerationProgress(len(out), total, f"Generated {len(out)}/{total} completions "

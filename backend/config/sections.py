@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.data.templates import TEMPLATE_NAMES  # plain data
-from backend.modes.registry import (GENERATING_EVAL_MODES, GROUP_MODES, VLLM_MODES,  # no torch
+from backend.modes.registry import (GENERATING_EVAL_MODES, GROUP_MODES, RL_MODES, VLLM_MODES,  # no torch
                                     mode_spec)
 
 if TYPE_CHECKING:
@@ -204,6 +204,13 @@ class RLSettings(_Section):
                     "GPUs, `pip install vllm`), much faster for long completions; vLLM has not yet run on hardware "
                     "in the workbench's own tests.",
         json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases={"use_vllm": "vllm"}))
+    merged_generation: Literal["auto", "on", "off"] = Field(
+        "auto", title="Merged-adapter generation",
+        description="Generate with the LoRA adapter folded into the weights: one product per adapted layer instead "
+                    "of three, while the update still trains the adapter on untouched weights. auto: where that is "
+                    "exact (LoRA dropout 0, no DoRA, no 4-bit base, no FSDP / DeepSpeed); on: also with LoRA "
+                    "dropout, which generation then leaves out; off: generate through the adapter.",
+        json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", title="vLLM placement",
         description="colocate: vLLM shares each training GPU with the trainer; server: a `trl vllm-serve` process "

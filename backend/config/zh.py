@@ -95,6 +95,9 @@ ZH: dict[str, tuple[str, str]] = {
                                "dr_grpo：除以常数；bnpo：对本地批次平均；cispo / sapo：更柔和的裁剪。"),
     "rl.generation_backend": ("生成后端", "transformers：用训练中的模型生成（任何机器）；vllm：用 vLLM 生成（CUDA GPU，`pip install "
                                        "vllm`），长回答快得多；vLLM 尚未在工作台自己的测试中于硬件上运行过。"),
+    "rl.merged_generation": ("合并适配器生成", "生成时把 LoRA 适配器并入权重：每个适配层只做一次矩阵乘法而不是三次，更新时仍在未改动的权重上训练"
+                                         "适配器。auto：在结果精确时启用（LoRA dropout 为 0、无 DoRA、无 4-bit 基座、无 FSDP / "
+                                         "DeepSpeed）；on：有 LoRA dropout 时也启用（生成时不做 dropout）；off：通过适配器生成。"),
     "rl.vllm_mode": ("vLLM 部署方式", "colocate：vLLM 与训练器共用每块训练 GPU；server：一个 `trl vllm-serve` 进程使用自己的 GPU"
                                    "（rl.vllm_gpus），随运行启动和停止，运行在其余 GPU 上训练。"),
     "rl.vllm_gpus": ("vLLM 服务器 GPU 数", "server 模式：vLLM 服务器占用的 GPU 数（其张量并行大小；必须能整除模型的注意力头数）。"

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from backend.evals.spec import Generation
 from backend.models.load import LoadedModel
+from backend.models.shared_prefill import generate_sharing_prompts
 from backend.rewards.base import is_conversation, prompt_text
 
 
@@ -46,9 +47,9 @@ def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, c
                             add_special_tokens=not templated).to(model.device)
             torch.manual_seed(settings.seed + b)
             with torch.inference_mode():
-                out = model.generate(**enc, max_new_tokens=settings.max_new_tokens,
-                                     num_return_sequences=settings.samples, pad_token_id=tokenizer.pad_token_id,
-                                     **sampling)
+                out = generate_sharing_prompts(model.generate, model, **enc, max_new_tokens=settings.max_new_tokens,
+                                               num_return_sequences=settings.samples,
+                                               pad_token_id=tokenizer.pad_token_id, **sampling)
             new = out[:, enc["input_ids"].shape[1]:]
             decoded = [t.strip() for t in tokenizer.batch_decode(new, skip_special_tokens=True)]
             k = settings.samples

@@ -25,6 +25,7 @@ class Scorer:
     score_batch: Callable[[list, list[str], dict], list]  # (prompts, answers, columns) -> scores
     binary: bool = False  # scores are 0/1: pass@k applies
     errors: dict[int, str] = field(default_factory=dict)
+    func: Callable | None = None  # a reward source's function (a gated scorer reads its gate's scores)
 
     def __call__(self, prompts: list, answers: list[str], columns: dict) -> list:
         try:
@@ -120,14 +121,26 @@ def _metric_scorer(config: ScorerConfig, name: str, column: str) -> Scorer:
     return Scorer(name, config, score_batch, binary=config.type == "math")
 
 
-def _source_scorer(config: ScorerConfig, name: str, workspace: Path) -> Scorer:
+def _source_scorer(config: ScorerConfig, name: str, workspace: Path, gate=None) -> Scorer:
     from backend.rewards import build_reward_funcs
 
-    func = build_reward_funcs([config.source().model_copy(update={"name": name})], workspace)[0]
+    func = build_reward_funcs([config.source().model_copy(update={"name": name, "when": ""})], workspace)[0]
+    func.gate = gate  # the reward function of the scorer `when` names
 
     def score_batch(prompts, answers, columns):
         return func(prompts=prompts, completions=answers, completion_ids=None, trainer_state=None, **columns)
-    return Scorer(name, config, score_batch, binary=config.type in ("exact_match", "numeric_match", "regex"))
+    return Scorer(name, config, score_batch, binary=config.type in ("exact_match", "numeric_match", "regex"),
+                  func=func)
+
+
+def _gate_problem(scorers: list[ScorerConfig], names: list[str], i: int) -> str | None:
+    """Why scorer i's `when` names no earlier reward-source scorer, or None."""
+    when = scorers[i].when
+    earlier = [n for n, c in zip(names[:i], scorers[:i]) if not c.is_metric]
+    if not when or when in earlier:
+        return None
+    return (f"when: '{when}' is not an earlier reward-source scorer; name "
+            + (f"one of: {', '.join(earlier)}" if earlier else "a reward source listed before it"))
 
 
 def metric_column(config: ScorerConfig, reference_column: str) -> str:
@@ -141,7 +154,8 @@ def check_scorers(scorers: list[ScorerConfig], columns: list[str], reference_col
 
     errors = []
     available = ", ".join(columns)
-    for i, (config, name) in enumerate(zip(scorers, scorer_names(scorers))):
+    names = scorer_names(scorers)
+    for i, (config, name) in enumerate(zip(scorers, names)):
         where = f"scorers.{i} ({name})"
         if config.is_metric:
             column = metric_column(config, reference_column)
@@ -151,7 +165,9 @@ def check_scorers(scorers: list[ScorerConfig], columns: list[str], reference_col
             elif column not in columns:
                 errors.append(f"{where}: the evaluation set has no column '{column}' (columns: {available})")
         else:
-            source = config.source().model_copy(update={"name": name})
+            if problem := _gate_problem(scorers, names, i):
+                errors.append(f"{where}: {problem}")
+            source = config.source().model_copy(update={"name": name, "when": ""})
             errors += [e.replace(f"reward_sources.0 ({name})", where, 1)
                        for e in validate_sources([source], columns, workspace)]
     return errors
@@ -159,12 +175,16 @@ def check_scorers(scorers: list[ScorerConfig], columns: list[str], reference_col
 
 def build_scorers(scorers: list[ScorerConfig], reference_column: str, workspace: Path) -> list[Scorer]:
     out = []
-    for config, name in zip(scorers, scorer_names(scorers)):
+    names = scorer_names(scorers)
+    for i, (config, name) in enumerate(zip(scorers, names)):
         try:
+            if problem := _gate_problem(scorers, names, i):
+                raise ValueError(problem)
             if config.is_metric:
                 out.append(_metric_scorer(config, name, metric_column(config, reference_column)))
             else:
-                out.append(_source_scorer(config, name, workspace))
+                gate = next((s.func for s in out if s.name == config.when), None) if config.when else None
+                out.append(_source_scorer(config, name, workspace, gate))
         except ImportError as e:
             raise EvalError(f"scorer {name}: {METRICS.get(config.type, config.type)} needs a package that is not "
                             f"installed ({e.name}); run `bash scripts/setup.sh`") from None

@@ -48,12 +48,15 @@ class ScorerConfig(BaseModel):
                           description="Reward sources only: its factor in the fused score that judges win rates.")
     params: dict[str, Any] = Field(default_factory=dict, title="Parameters",
                                    description="A reward source's params (as in reward_sources).")
+    when: str = Field("", max_length=64, pattern=r"^[A-Za-z0-9_.-]*$", title="Only when",
+                      description="Reward sources only: the name of an earlier reward-source scorer; this one "
+                                  "scores only the answers that one scores above 0, and 0 elsewhere.")
 
     @model_validator(mode="after")
     def _check(self):
         if self.type in METRICS:
-            if self.params:
-                raise ValueError(f"{self.type}: a metric takes no params (only column)")
+            if self.params or self.when:
+                raise ValueError(f"{self.type}: a metric takes no params or when (only column)")
         else:
             if self.column and "column" not in self.params and _reads_column(self.type):
                 self.params = {**self.params, "column": self.column}
@@ -68,7 +71,8 @@ class ScorerConfig(BaseModel):
         return self.type in METRICS
 
     def source(self) -> RewardSourceConfig:
-        return RewardSourceConfig(type=self.type, name=self.name, weight=self.weight, params=self.params)
+        return RewardSourceConfig(type=self.type, name=self.name, weight=self.weight, params=self.params,
+                                  when=self.when)
 
 
 def _reads_column(kind: str) -> bool:

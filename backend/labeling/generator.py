@@ -27,6 +27,7 @@ from pathlib import Path
 from backend import labeling
 from backend.core.procs import Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.labeling import LabelError, LabelSession
+from backend.models.shared_prefill import generate_sharing_prompts
 from backend.runs.store import RunStore
 
 IDLE_EXIT_S = 120.0
@@ -181,8 +182,9 @@ class CandidateModels:
                     else dict(do_sample=False))
         torch.manual_seed(seed)
         with torch.no_grad(), context:
-            out = model.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=num,
-                                 pad_token_id=tokenizer.pad_token_id, **sampling)
+            out = generate_sharing_prompts(model.generate, model, **inputs, max_new_tokens=max_new_tokens,
+                                           num_return_sequences=num, pad_token_id=tokenizer.pad_token_id,
+                                           **sampling)
         start = inputs["input_ids"].shape[1]
         return [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in out]
 

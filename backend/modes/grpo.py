@@ -6,6 +6,7 @@ Generation runs through transformers' generate, so it works on a CPU (slowly: it
 from trl import GRPOConfig, GRPOTrainer
 
 from backend.models import load_causal_lm
+from backend.modes.fast_generation import fast_generation
 from backend.modes.rl_common import reward_functions, rl_args
 from backend.modes.step_timing import timed
 from backend.modes.training import TrainContext, lora_config, model_kwargs
@@ -17,5 +18,6 @@ def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     args = rl_args(ctx, GRPOConfig, weights, loss_type=c.rl.loss_type)
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
-    return timed(GRPOTrainer)(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
-                              processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)
+    trainer_cls = timed(fast_generation(GRPOTrainer, c, ctx.is_main))
+    return trainer_cls(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
+                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)

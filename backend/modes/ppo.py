@@ -5,6 +5,7 @@ policy and a value model with clipped PPO losses. Same reward sources and live s
 from transformers import set_seed
 
 from backend.models import load_causal_lm
+from backend.modes.fast_generation import said
 from backend.modes.rl_common import reward_functions
 from backend.ppo.trainer import PPOConfig, PPOTrainer
 from backend.ppo.value import build_value_model
@@ -41,6 +42,8 @@ def build_trainer(ctx: TrainContext) -> PPOTrainer:
         ref_model = load_causal_lm(ctx.model_path, dtype=dtype)
     value = build_value_model(p.value_model, ctx.model_path, tokenizer, lora_config(c, task_type="SEQ_CLS"),
                               init_from=value_init_location(ctx), policy=policy, dtype=dtype)
-    return PPOTrainer(model=policy, value_model=value, reward_funcs=reward_funcs, args=args,
-                      train_dataset=ctx.dataset, processing_class=tokenizer, ref_model=ref_model,
-                      callbacks=callbacks)
+    trainer = PPOTrainer(model=policy, value_model=value, reward_funcs=reward_funcs, args=args,
+                         train_dataset=ctx.dataset, processing_class=tokenizer, ref_model=ref_model,
+                         callbacks=callbacks)
+    trainer.merge_generation = said(c, ctx.is_main, dropout_applies=False)  # it generates in eval mode
+    return trainer

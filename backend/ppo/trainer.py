@@ -45,6 +45,8 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput, speed_metrics
 
+from backend.models.merged import merged_lora
+from backend.models.shared_prefill import generate_sharing_prompts
 from backend.modes.step_timing import PhaseTimer
 from backend.ppo import checkpoint, core
 from backend.ppo.value import SharedValueHead, decoder_and_head, hidden_states
@@ -282,14 +284,18 @@ class PPOTrainer(Trainer):
             mask[row, width - len(ids):] = 1
         return input_ids.to(self.args.device), mask.to(self.args.device)
 
+    merge_generation = False  # rl.merged_generation (backend/modes/merged_generation.py)
+
     @torch.no_grad()
     def _generate(self, input_ids, attention_mask) -> torch.Tensor:
         a = self.args
         self.policy.eval()
-        out = self.policy.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=True,
-                                   max_new_tokens=a.max_completion_length, temperature=a.temperature,
-                                   top_p=a.top_p, top_k=0, pad_token_id=self.pad_token_id,
-                                   eos_token_id=self.eos_token_ids, use_cache=True)
+        with merged_lora(self.policy) if self.merge_generation else nullcontext():
+            out = generate_sharing_prompts(self.policy.generate, self.policy, input_ids, attention_mask,
+                                           do_sample=True, max_new_tokens=a.max_completion_length,
+                                           temperature=a.temperature, top_p=a.top_p, top_k=0,
+                                           pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids,
+                                           use_cache=True)
         return out[:, input_ids.shape[1]:]
 
     def _score(self, prompts: list, rows: list[dict], responses: torch.Tensor, mask: torch.Tensor):

@@ -10,7 +10,8 @@ import re
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
                 "embedding_similarity", "diversity", "python")

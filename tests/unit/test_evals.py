@@ -72,6 +72,25 @@ def test_a_scorer_that_raises_on_one_row_loses_only_that_row(tmp_path):
     assert list(scorer.errors) == [1] and "raised ValueError: cannot score boom (line 3)" in scorer.errors[1]
 
 
+def test_a_gated_scorer_scores_only_the_answers_its_gate_passes_and_a_bad_gate_is_named():
+    from backend.evals.scorers import check_scorers
+
+    configs = [parse_scorer("numeric_match:answer"),
+               ScorerConfig(type="length", name="brief", when="numeric_match", params={"target": 1, "tolerance": 10})]
+    right, brief = build_scorers(configs, "answer", workspace=".")
+    answers = ["16", "7 + 9 = 16", "15"]
+    assert right(["p"] * 3, answers, {"answer": ["16"] * 3}) == [1.0, 1.0, 0.0]
+    assert brief(["p"] * 3, answers, {"answer": ["16"] * 3}) == [1.0, pytest.approx(0.6), 0.0]
+    backwards = configs[::-1]
+    assert check_scorers(backwards, ["prompt", "answer"], "answer", ".") == [
+        "scorers.0 (brief): when: 'numeric_match' is not an earlier reward-source scorer; name a reward source "
+        "listed before it"]
+    with pytest.raises(EvalError, match="scorer brief: when: 'numeric_match' is not an earlier"):
+        build_scorers(backwards, "answer", workspace=".")
+    with pytest.raises(ValueError, match="a metric takes no params or when"):
+        ScorerConfig(type="rouge_l", when="numeric_match")
+
+
 def answer(model, row, score, sample=0, **extra):
     return Answer(model, row, sample, f"prompt {row}", "ref", f"answer {model}/{row}", {"ok": score, **extra}, {})
 
