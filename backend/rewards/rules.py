@@ -22,15 +22,15 @@ def answer_text(text: str) -> str | None:
     return found[-1] if found else None
 
 
-def extract_number(text: str) -> float | None:
-    """The number a completion answers with: inside its last <answer></answer> if present, else the last
-    number in the text. Handles 1,234.5, -7, .5, 1e3 and a Unicode minus; None when there is no number."""
+def extract_number(text: str, position: str = "last") -> float | None:
+    """The number a completion answers with: inside its last <answer></answer> if present, else the last (or
+    first) number in the text. Handles 1,234.5, -7, .5, 1e3 and a Unicode minus; None when there is no number."""
     text = text.translate(_MINUS_SIGNS)
     inner = answer_text(text)
     numbers = _NUMBER.findall(inner if inner is not None else text)
     if not numbers:
         return None
-    value = float(numbers[-1].replace(",", ""))
+    value = float(numbers[0 if position == "first" else -1].replace(",", ""))
     return value if math.isfinite(value) else None
 
 
@@ -104,7 +104,7 @@ class NumericMatchReward(RewardFunction):
             if expected is None:
                 scores.append(None)
                 continue
-            got = extract_number(completion_text(c))
+            got = extract_number(completion_text(c), self.params.position)
             scores.append(float(got is not None and abs(got - expected) <= self.params.tolerance))
         return scores
 

@@ -114,6 +114,11 @@ class NumericMatchParams(_Params):
                                     "last number counts, e.g. GSM8K's '… #### 72').")
     tolerance: float = Field(1e-6, ge=0, le=1e12, title="Tolerance",
                              description="Largest absolute difference still counted as equal.")
+    position: Literal["last", "first"] = Field(
+        "last", title="Which number",
+        description="The completion's number that answers (outside an <answer> tag): last, after any working; "
+                    "first, an answer given up front (\"22, because 18 + 4 = 22\" counts, \"18 + 4 = 22\" does "
+                    "not).")
 
 
 class BlocklistParams(_Params):

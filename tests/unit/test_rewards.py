@@ -150,6 +150,9 @@ def test_numeric_match_reads_commas_negatives_decimals_and_answer_tags(workspace
     assert call(f, completions, answer=answers) == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, None]
     loose = one("numeric_match", workspace, {"tolerance": 0.01})
     assert call(loose, ["3.14159", "3.2"], answer=[3.14, 3.14]) == [1.0, 0.0]
+    first = one("numeric_match", workspace, {"position": "first"})
+    assert call(first, ["22, because 18 + 4 = 22", "18 + 4 = 22", "<answer>22</answer> from 18 + 4"],
+                answer=[22] * 3) == [1.0, 0.0, 1.0]
 
 
 def test_blocklist_matches_whole_words_case_insensitively(workspace):
