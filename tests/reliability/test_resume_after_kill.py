@@ -35,7 +35,8 @@ def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, wo
     from tests.integration.test_ppo_runs import tiny
 
     store = RunStore(workspace)
-    run = submit_run(store, tiny(tiny_model, "ppo", max_steps=4, save_steps=2))
+    steady = submit_run(store, tiny(tiny_model, "ppo", max_steps=4, save_steps=2))
+    run = submit_run(store, tiny(tiny_model, "ppo", max_steps=4, save_steps=2))  # queued behind it
     try:
         killed_at = _kill_after_checkpoint(store, run.id, 2)
         wait_for(lambda: store.get_run(run.id).status == "failed", timeout=30, what="failed status")
@@ -45,9 +46,10 @@ def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, wo
         steps = Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss")
         assert steps == Counter(range(1, 5))
         assert "resuming from" in (store.run_dir(run.id) / "train.log").read_text()
+        assert store.get_run(steady.id).status == "completed"
+        assert _same_adapter(store, steady.id, run.id)
     finally:
-        if store.get_run(run.id).active:
-            stop_run(store, run.id, force=True)
+        _end(store, steady, run)
 
 
 def _steps_once(store, run_id, steps):
