@@ -218,7 +218,7 @@ class SweepDriver:
         """Wait for the trial's run to end, reporting its metric to Optuna as it is logged (for pruning)."""
         spec, store = self.spec, self.store
         metric, prune = spec.objective.metric, trial is not None and spec.pruning.enabled
-        values, reported, last_id, logged = [], set(), 0, set()
+        by_step, reported, last_id, logged = {}, set(), 0, set()  # a resumed attempt logs its steps again
         pruned = stop_sent = False
         while True:
             run = store.get_run(row.run_id)  # the status first: once it is final, every metric row is in
@@ -227,7 +227,7 @@ class SweepDriver:
                 logged.add(m["name"])
                 if m["name"] != metric:
                     continue
-                values.append(m["value"])
+                by_step[m["step"]] = m["value"]
                 if prune and m["value"] is not None and math.isfinite(m["value"]) and m["step"] not in reported:
                     trial.report(m["value"], m["step"])
                     reported.add(m["step"])
@@ -244,6 +244,7 @@ class SweepDriver:
             self.sleep(self.poll_s)
             self.dispatch(store)  # reconciles a dead worker and moves the run queue, even with no UI open
         row.finished_at = time.time()
+        values = [by_step[step] for step in sorted(by_step)]
         value = reduce_series(values, spec.objective)
         if run.status == "completed":
             if value is None:

@@ -102,6 +102,29 @@ def test_a_resumed_driver_keeps_finished_trials_and_finishes_an_interrupted_one(
     assert [t.state.name for t in fake.driver(sweep.id).study().trials] == ["COMPLETE"] * 4
 
 
+def test_a_trial_that_resumes_itself_counts_each_step_once(tmp_path):
+    # attempt 1 logs steps 1-3 (loss 5) and dies; auto-resumed from its checkpoint of step 1, attempt 2 logs
+    # steps 2-4 (loss 1): the store keeps 5, 1, 1, 1, and so must the objective (mean of the last 6: 2)
+    store = RunStore(tmp_path)
+
+    class Resuming(FakeRuns):
+        def sleep(self, _seconds):
+            for run in self.store.list_runs(("running",)):
+                if run.attempt == 1 and run.step == 3:
+                    self.store.finish_run(run.id, "failed", error="killed")
+                    self.store.requeue_for_resume(run.id, 1, in_place=True)
+                    return
+            super().sleep(_seconds)
+
+    fake = Resuming(store, loss=lambda c, step: 5.0 if step <= 3 and not fake.resumed(c) else 1.0, steps=4)
+    fake.resumed = lambda c: any(r.attempt > 1 for r in store.list_runs())
+    sweep = make_sweep(store, n_trials=1, objective={"metric": "loss", "reduce": "mean_last", "last_k": 6})
+    assert fake.driver(sweep.id).run() == 0
+    (trial,) = sweeps.list_trials(store, sweep.id)
+    assert [m["value"] for m in store.metrics_since(trial.run_id)] == [5.0, 1.0, 1.0, 1.0]
+    assert trial.value == 2.0
+
+
 def test_failed_and_silent_runs_are_recorded_and_the_sweep_goes_on(tmp_path):
     store = RunStore(tmp_path)
     fake = FakeRuns(store, loss=lambda c, step: 1.0,
