@@ -10,6 +10,8 @@ import contextlib
 import html
 import logging
 import os
+import sqlite3
+import threading
 
 # Before gradio is imported: no analytics calls, and no Hub requests from gradio or its client.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -194,6 +196,33 @@ def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
     return Route("/metrics", metrics, methods=["GET"])
 
 
+def stamp_route(workspace: str | Path):
+    """GET STAMP_PATH: the store's change counter (SQLite's data_version on a connection of its own, which
+    moves whenever another connection commits), so an idle page's poll ticks stay in the browser
+    (app/tab_polls.py). Behind the login like the page."""
+    from starlette.responses import PlainTextResponse, Response
+    from starlette.routing import Route
+
+    from app.tab_polls import STAMP_PATH
+
+    db = sqlite3.connect(RunStore(workspace).path, check_same_thread=False)
+    lock = threading.Lock()
+
+    def stamp(request):
+        app = request.app
+        if getattr(app, "auth", None) is not None:
+            cookies = request.cookies
+            token = (cookies.get(f"access-token-{app.cookie_id}")
+                     or cookies.get(f"access-token-unsecure-{app.cookie_id}"))
+            if app.tokens.get(token) is None:
+                return Response(status_code=401)
+        with lock:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+        return PlainTextResponse(str(version), headers={"Cache-Control": "no-store"})
+
+    return Route(STAMP_PATH, stamp, methods=["GET"])
+
+
 def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
     """The server's lifespan: one dispatcher thread while it serves (backend.runs.jobs.start_dispatcher), so queued
     runs start and dead workers and sweep drivers are marked failed however many browsers are open, and
@@ -221,7 +250,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
                        theme=theme(), css=CSS + label_layout.CSS, ssr_mode=False, show_error=False,
                        footer_links=["settings"], js=label_layout.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
-                       app_kwargs={"routes": [metrics_route(workspace, auth)],  # Gradio's own routes follow
+                       app_kwargs={"routes": [metrics_route(workspace, auth), stamp_route(workspace)],  # Gradio's follow
                                    "lifespan": dispatching(workspace),
                                    # FastAPI's route listing would answer without --auth; the UI needs none of it
                                    "openapi_url": None, "docs_url": None, "redoc_url": None},

@@ -1,11 +1,13 @@
 """The UI server's safe defaults (loopback only, and a password when asked for one), and its one dispatcher
 thread that moves the queue and notices dead workers with no browser open."""
 import base64
+import http.cookiejar
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -44,6 +46,11 @@ def test_auth_protects_the_api_and_the_server_binds_loopback(tmp_path):
                 time.sleep(0.5)
         assert _status(base + "/config") == 401
         assert _status(base + "/openapi.json") in (401, 404)  # no route listing without the password
+        assert _status(base + "/wb/stamp") == 401  # the poll ticks' change stamp is behind the login too
+        signed_in = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        signed_in.open(base + "/login", data=urllib.parse.urlencode({"username": "ann", "password": "s3cret"}).encode(),
+                       timeout=10)
+        assert signed_in.open(base + "/wb/stamp", timeout=10).read().decode().isdigit()
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         local = {line.split()[3] for line in listening.splitlines() if line.strip()}
         assert local == {f"127.0.0.1:{port}"}
