@@ -135,12 +135,10 @@ def _source_scorer(config: ScorerConfig, name: str, workspace: Path, gate=None) 
 
 def _gate_problem(scorers: list[ScorerConfig], names: list[str], i: int) -> str | None:
     """Why scorer i's `when` names no earlier reward-source scorer, or None."""
-    when = scorers[i].when
+    from backend.rewards.spec import gate_problem
+
     earlier = [n for n, c in zip(names[:i], scorers[:i]) if not c.is_metric]
-    if not when or when in earlier:
-        return None
-    return (f"when: '{when}' is not an earlier reward-source scorer; name "
-            + (f"one of: {', '.join(earlier)}" if earlier else "a reward source listed before it"))
+    return gate_problem(scorers[i].when, earlier, "reward-source scorer")
 
 
 def metric_column(config: ScorerConfig, reference_column: str) -> str:

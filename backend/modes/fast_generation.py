@@ -3,7 +3,7 @@ prompt prefilled once (backend/models/shared_prefill.py), and, where rl.merged_g
 folded into the weights while generating (backend/models/merged.py)."""
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import partial
 
 from backend.config import RunConfig
@@ -49,6 +49,22 @@ def sharing_prompts(model):
         del model.generate
 
 
+@contextmanager
+def merged_if(trainer, model):
+    """`merged_lora(model)` when `trainer.merge_generation`, the first time said in the run log with the number
+    of layers merged."""
+    if not trainer.merge_generation:
+        yield
+        return
+    from backend.models.merged import merged_lora
+
+    with merged_lora(model) as layers:
+        if not getattr(trainer, "_merge_said", False) and trainer.accelerator.is_main_process:
+            print(f"generation: the adapter merged into the weights ({layers} layers)", flush=True)
+            trainer._merge_said = True
+        yield
+
+
 class FastGeneration:
     """Mixed into TRL's GRPOTrainer / RLOOTrainer (1.16): their transformers generation
     (`_generate_single_turn`) prefills each prompt once and, with `merge_generation`, runs inside `merged_lora`;
@@ -57,13 +73,8 @@ class FastGeneration:
     merge_generation = False
 
     def _generate_single_turn(self, *args, **kwargs):
-        from backend.models.merged import merged_lora
-
         model = self.accelerator.unwrap_model(self.model_wrapped)
-        with sharing_prompts(model), merged_lora(model) if self.merge_generation else nullcontext() as layers:
-            if self.merge_generation and not getattr(self, "_merge_said", False) and self.accelerator.is_main_process:
-                print(f"generation: the adapter merged into the weights ({layers} layers)", flush=True)
-                self._merge_said = True
+        with sharing_prompts(model), merged_if(self, model):
             return super()._generate_single_turn(*args, **kwargs)
 
 

@@ -45,8 +45,8 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_utils import TrainOutput, speed_metrics
 
-from backend.models.merged import merged_lora
 from backend.models.shared_prefill import generate_sharing_prompts
+from backend.modes.fast_generation import merged_if
 from backend.modes.step_timing import PhaseTimer
 from backend.ppo import checkpoint, core
 from backend.ppo.value import SharedValueHead, decoder_and_head, hidden_states
@@ -284,13 +284,13 @@ class PPOTrainer(Trainer):
             mask[row, width - len(ids):] = 1
         return input_ids.to(self.args.device), mask.to(self.args.device)
 
-    merge_generation = False  # rl.merged_generation (backend/modes/merged_generation.py)
+    merge_generation = False  # rl.merged_generation (backend/modes/fast_generation.py)
 
     @torch.no_grad()
     def _generate(self, input_ids, attention_mask) -> torch.Tensor:
         a = self.args
         self.policy.eval()
-        with merged_lora(self.policy) if self.merge_generation else nullcontext():
+        with merged_if(self, self.policy):
             out = generate_sharing_prompts(self.policy.generate, self.policy, input_ids, attention_mask,
                                            do_sample=True, max_new_tokens=a.max_completion_length,
                                            temperature=a.temperature, top_p=a.top_p, top_k=0,

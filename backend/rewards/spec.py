@@ -385,23 +385,24 @@ def source_names(sources) -> list[str]:
     return names
 
 
+def gate_problem(when: str, earlier: list[str], what: str = "reward source") -> str | None:
+    """Why `when` names none of `earlier` (the names a source may be gated on), or None when it is fine."""
+    if not when or when in earlier:
+        return None
+    offer = f"one of: {', '.join(earlier)}" if earlier else "a reward source listed before it"
+    return f"when: '{when}' is not an earlier {what}; name {offer}"
+
+
 def gates(sources) -> list[int | None]:
     """For each source, the index of the earlier source its `when` names (None: always scored); ValueError
     naming the source when `when` names no earlier reward source."""
     sources = as_configs(sources)
     names = source_names(sources)
-    found = []
     for i, (source, name) in enumerate(zip(sources, names)):
-        if not source.when:
-            found.append(None)
-            continue
         earlier = [n for n, s in zip(names[:i], sources[:i]) if not s.is_cost]
-        if source.when not in earlier:
-            offer = f"one of: {', '.join(earlier)}" if earlier else "a source listed before it"
-            raise ValueError(f"reward_sources.{i} ({name}).when: '{source.when}' is not an earlier reward source; "
-                             f"name {offer}")
-        found.append(names.index(source.when))
-    return found
+        if problem := gate_problem(source.when, earlier):
+            raise ValueError(f"reward_sources.{i} ({name}).{problem}")
+    return [names.index(s.when) if s.when else None for s in sources]
 
 
 def cost_budgets(sources) -> dict[str, float]:

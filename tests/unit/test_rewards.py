@@ -206,7 +206,8 @@ def test_a_gated_source_scores_only_where_its_gate_scores_above_zero_and_reuses_
 @pytest.mark.parametrize("sources, message", [
     ([{"type": "length", "when": "correct", "params": {"target": 1}},
       {"type": "numeric_match", "name": "correct", "params": {"column": "answer"}}],
-     "reward_sources.0 (length).when: 'correct' is not an earlier reward source; name a source listed before it"),
+     "reward_sources.0 (length).when: 'correct' is not an earlier reward source; name a reward source listed "
+     "before it"),
     ([{"type": "numeric_match", "name": "correct", "params": {"column": "answer"}},
       {"type": "length", "when": "corect", "params": {"target": 1}}],
      "reward_sources.1 (length).when: 'corect' is not an earlier reward source; name one of: correct"),
