@@ -10,7 +10,7 @@ from backend.config.sections import (ConstraintSettings, DataSettings, Distribut
                                      KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
 from backend.modes.registry import ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
 from backend.reporting import REPORTERS, missing_packages  # no torch
-from backend.rewards.spec import RewardSourceList  # pydantic only, no torch
+from backend.rewards.spec import RewardSourceList, gates  # pydantic only, no torch
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
@@ -213,6 +213,7 @@ class RunConfig(_Section):
         self._check_quantization()
         self._check_eval()
         self._check_auto_resume()
+        gates(self.reward_sources)  # here, not on the list: the message names the row, not the whole list
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "

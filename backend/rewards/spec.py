@@ -10,8 +10,7 @@ import re
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
                 "embedding_similarity", "diversity", "python")
@@ -355,12 +354,7 @@ def _parse_sources(v):
     return v
 
 
-def _check_gates(sources: list[RewardSourceConfig]) -> list[RewardSourceConfig]:
-    gates(sources)
-    return sources
-
-
-RewardSourceList = Annotated[list[RewardSourceConfig], BeforeValidator(_parse_sources), AfterValidator(_check_gates)]
+RewardSourceList = Annotated[list[RewardSourceConfig], BeforeValidator(_parse_sources)]
 
 
 def as_configs(sources) -> list[RewardSourceConfig]:
