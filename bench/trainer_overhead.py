@@ -86,98 +86,133 @@ def _bare_rewards():
     return [correct, format_], [1.0, 0.5]
 
 
-def bare_trl(mode: str, model: str, steps: int) -> dict:
-    """What a user would write by hand with TRL: nothing of the workbench in the loop but the data loader."""
+def settings_of(mode: str, overrides: dict | None = None) -> dict:
+    """The run settings of one side-by-side case: the common ones, the mode's, then any overrides."""
+    return {**COMMON, **MODES[mode]["settings"], **(overrides or {})}
+
+
+def bare_trl(mode: str, model: str, steps: int, overrides: dict | None = None) -> dict:
+    """What a user would write by hand with TRL: nothing of the workbench in the loop but the data loader.
+    `overrides` are workbench settings (precision, quantization, use_liger_kernel, lora, rl, batch, lengths),
+    turned into TRL's arguments here by hand."""
     import torch
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from backend.data import prepare_dataset
     from backend.models import resolve_model
+    from backend.modes.training import peak_memory
 
-    s = MODES[mode]["settings"]
+    s = settings_of(mode, overrides)
+    cuda = torch.cuda.is_available()
+    bf16 = s["precision"] == "bf16" or (s["precision"] == "auto" and cuda)
     path = resolve_model(model)
     dataset, _ = prepare_dataset(s["dataset"], mode)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    policy = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=s.get("lora", LORA)["dropout"],
-                      target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    load = {"dtype": torch.bfloat16 if bf16 else torch.float32}
+    if s.get("quantization") == "4bit":
+        from transformers import BitsAndBytesConfig
+
+        compute = torch.bfloat16 if bf16 else torch.float32
+        load.update(quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_use_double_quant=True,
+                                                           bnb_4bit_compute_dtype=compute), device_map={"": 0})
+    policy = AutoModelForCausalLM.from_pretrained(path, **load)
+    lo = s["lora"]
+    modules = lo["target_modules"]
+    lora = LoraConfig(r=lo["r"], lora_alpha=lo["alpha"], lora_dropout=lo["dropout"], task_type="CAUSAL_LM",
+                      target_modules="all-linear" if modules == ["all-linear"] else modules)
     with tempfile.TemporaryDirectory() as out:
         common = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=s["per_device_train_batch_size"],
-                      learning_rate=1e-4, seed=42, logging_steps=1, bf16=False, use_cpu=True,
-                      gradient_checkpointing=False, save_strategy="no", report_to="none", disable_tqdm=True)
+                      learning_rate=s["learning_rate"], seed=42, logging_steps=1, bf16=bf16, use_cpu=not cuda,
+                      use_liger_kernel=s.get("use_liger_kernel", False), gradient_checkpointing=False,
+                      save_strategy="no", report_to="none", disable_tqdm=True)
         if mode == "sft":
             from trl import SFTConfig, SFTTrainer
-            trainer = SFTTrainer(model=policy, args=SFTConfig(max_length=256, **common), train_dataset=dataset,
-                                 processing_class=tokenizer, peft_config=lora)
+            trainer = SFTTrainer(model=policy, args=SFTConfig(max_length=s["max_length"], **common),
+                                 train_dataset=dataset, processing_class=tokenizer, peft_config=lora)
         elif mode == "dpo":
             from trl import DPOConfig, DPOTrainer
-            args = DPOConfig(max_length=256, beta=0.1, loss_type=["sigmoid"], **common)
+            args = DPOConfig(max_length=s["max_length"], beta=s["dpo"]["beta"], loss_type=[s["dpo"]["loss_type"]],
+                             **common)
             trainer = DPOTrainer(model=policy, ref_model=None, args=args, train_dataset=dataset,
                                  processing_class=tokenizer, peft_config=lora)
         else:
             from trl import GRPOConfig, GRPOTrainer
             funcs, weights = _bare_rewards()
-            args = GRPOConfig(num_generations=4, max_completion_length=32, temperature=1.0, beta=0.0,
-                              loss_type="dapo", reward_weights=weights, **common)
+            rl = s["rl"]
+            args = GRPOConfig(num_generations=rl["num_generations"], max_completion_length=rl["max_completion_length"],
+                              temperature=rl["temperature"], beta=rl["beta"], loss_type=rl["loss_type"],
+                              reward_weights=weights, **common)
             trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=dataset,
                                   processing_class=tokenizer, peft_config=lora)
         trainer.train()
-    from backend.modes.training import peak_memory
-
-    return {**measure(mode, trainer.state.log_history, steps), "peak_rss_gb": peak_memory()["memory/peak_rss_gb"]}
+    memory = peak_memory()
+    return {**measure(mode, trainer.state.log_history, steps, s["per_device_train_batch_size"]),
+            "peak_rss_gb": memory["memory/peak_rss_gb"], "gpu_peak_gb": memory.get("memory/gpu_peak_gb")}
 
 
 # --- the workbench side ------------------------------------------------------------------------------------------
 
-def workbench(mode: str, model: str, steps: int, workspace: Path) -> dict:
+def workbench(mode: str, model: str, steps: int, workspace: Path, overrides: dict | None = None,
+              timeout_s: float | None = None) -> dict:
     from backend.config import build_config
-    from backend.runs.jobs import submit_run
+    from backend.runs.jobs import log_tail, stop_run, submit_run
     from backend.runs.store import RunStore
 
     store = RunStore(workspace)
     t0 = time.time()
-    run = submit_run(store, build_config({**COMMON, **MODES[mode]["settings"], "model": model,
-                                          "max_steps": steps, "name": f"bench-{mode}"}))
+    s = settings_of(mode, overrides)
+    run = submit_run(store, build_config({**s, "model": model, "max_steps": steps, "name": f"bench-{mode}"}))
     first_metric = None
     while (r := store.get_run(run.id)).active:
         if first_metric is None and (rows := store.metrics_since(run.id)):
             first_metric = rows[0]["time"] - t0
+        if timeout_s and time.time() - t0 > timeout_s:
+            stop_run(store, run.id, force=True)
+            raise RuntimeError(f"workbench {mode} run {r.id} still running after {timeout_s:.0f} s:\n"
+                               f"{log_tail(store, run.id)}")
         time.sleep(0.2)
     if r.status != "completed":
-        raise SystemExit(f"workbench {mode} run {r.id} ended {r.status}: {r.error}")
+        raise RuntimeError(f"workbench {mode} run {r.id} ended {r.status}: {r.error}\n{log_tail(store, run.id)}")
     rows = store.metrics_since(run.id)
     by_step: dict[int, dict] = {}
     for row in rows:
         by_step.setdefault(row["step"], {})[row["name"]] = row["value"]
-    result = measure(mode, list(by_step.values()), steps)
+    result = measure(mode, list(by_step.values()), steps, s["per_device_train_batch_size"])
     result["start_to_first_metric"] = first_metric or rows[0]["time"] - t0
-    result["peak_rss_gb"] = max(row["value"] for row in rows if row["name"] == "memory/peak_rss_gb")
+    for key, name in (("peak_rss_gb", "memory/peak_rss_gb"), ("gpu_peak_gb", "memory/gpu_peak_gb")):
+        result[key] = max((row["value"] for row in rows if row["name"] == name), default=None)
     return result
 
 
 # --- shared ------------------------------------------------------------------------------------------------------
 
-def measure(mode: str, history: list[dict], steps: int) -> dict:
-    """The mode's figure from a trainer log history (a list of logged dicts, as TRL keeps it)."""
+def measure(mode: str, history: list[dict], steps: int, batch: int) -> dict:
+    """The mode's figure from a trainer log history (a list of logged dicts, as TRL keeps it), with seconds
+    per step and tokens per second (where the trainer counts tokens) for any mode."""
     runtime = next(row["train_runtime"] for row in history if "train_runtime" in row)
+    tokens = max((row.get("num_tokens", 0) for row in history), default=0)
     if mode == "sft":
-        value = max(row.get("num_tokens", 0) for row in history) / runtime
+        value = tokens / runtime
     elif mode == "dpo":
-        value = steps * MODES["dpo"]["settings"]["per_device_train_batch_size"] / runtime
+        value = steps * batch / runtime
     else:
         value = runtime / steps
     lengths = [row["completions/mean_length"] for row in history if "completions/mean_length" in row]
-    return {"value": value, "runtime": runtime,
+    return {"value": value, "runtime": runtime, "s_per_step": runtime / steps,
+            "tokens_per_s": tokens / runtime if tokens else None,
             "mean_completion_length": statistics.fmean(lengths) if lengths else None}
 
 
-def run_bare(mode: str, model: str, steps: int) -> dict:
+def run_bare(mode: str, model: str, steps: int, overrides: dict | None = None,
+             timeout_s: float | None = None) -> dict:
     # A fresh interpreter per run, as the workbench's worker is: no warm caches carried between the two sides.
-    out = subprocess.run([sys.executable, __file__, "--bare", mode, "--model", model, "--steps", str(steps)],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run([sys.executable, __file__, "--bare", mode, "--model", model, "--steps", str(steps),
+                          "--settings", json.dumps(overrides or {})],
+                         capture_output=True, text=True, cwd=REPO, timeout=timeout_s)
     if out.returncode:
-        raise SystemExit(f"bare TRL {mode} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"bare TRL {mode} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -188,9 +223,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, help="optimizer steps per run (default: per mode)")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--bare", choices=list(MODES), help=argparse.SUPPRESS)
+    p.add_argument("--settings", default="{}", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.bare:
-        print(json.dumps(bare_trl(a.bare, a.model, a.steps or MODES[a.bare]["steps"])))
+        print(json.dumps(bare_trl(a.bare, a.model, a.steps or MODES[a.bare]["steps"], json.loads(a.settings))))
         return 0
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
