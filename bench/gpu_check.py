@@ -94,21 +94,47 @@ def environment() -> str:
     return "\n".join(lines)
 
 
+def probe(workspace: Path) -> str:
+    """What the worker pays per logged step besides training, timed on this machine (ms per call)."""
+    import torch
+
+    from backend.modes.training import peak_memory
+    from backend.runs.store import RunStore
+
+    def ms(f, n=20) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t) / n * 1000
+
+    store = RunStore(workspace)
+    lines = [f"store write + read per step: "
+             f"{ms(lambda: (store.add_metrics('probe', 1, {'loss': 1.0}), store.stop_requested('probe'))):.2f} ms",
+             f"peak_memory(): {ms(peak_memory):.2f} ms"]
+    if torch.cuda.is_available():
+        try:
+            lines.append(f"torch.cuda.utilization() (NVML initialised per call): {ms(torch.cuda.utilization, 5):.2f} ms")
+        except Exception as e:  # noqa: BLE001
+            lines.append(f"torch.cuda.utilization(): {type(e).__name__}: {e}")
+    return "\n".join(lines)
+
+
 def fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
 def table(rows: list[dict], title: str) -> str:
     out = [title, "",
-           "| mode | setting | s/step (wb / bare) | tokens/s (wb / bare) | peak GPU GiB (wb / bare) | "
-           "wb / bare time | start → 1st metric | result |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| mode | setting | s/step (wb / bare) | warm s/step (wb / bare) | tokens/s (wb / bare) | "
+           "peak GPU GiB (wb / bare) | wb / bare time | start → 1st metric | result |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         wb, bare = r.get("workbench") or {}, r.get("bare") or {}
         ratio = (fmt(wb["s_per_step"] / bare["s_per_step"], ".2f")
                  if wb.get("s_per_step") and bare.get("s_per_step") else "-")
         out.append(f"| {r['mode']} | {r['setting']} | {fmt(wb.get('s_per_step'), '.3f')} / "
-                   f"{fmt(bare.get('s_per_step'), '.3f')} | {fmt(wb.get('tokens_per_s'), '.0f')} / "
+                   f"{fmt(bare.get('s_per_step'), '.3f')} | {fmt(wb.get('warm_s_per_step'), '.3f')} / "
+                   f"{fmt(bare.get('warm_s_per_step'), '.3f')} | {fmt(wb.get('tokens_per_s'), '.0f')} / "
                    f"{fmt(bare.get('tokens_per_s'), '.0f')} | {fmt(wb.get('gpu_peak_gb'), '.2f')} / "
                    f"{fmt(bare.get('gpu_peak_gb'), '.2f')} | {ratio} | "
                    f"{fmt(wb.get('start_to_first_metric'), '.1f')} s | {r['result']} |")
@@ -141,6 +167,7 @@ def main() -> int:
         t0 = time.time()
         model = str(build_model(a.shape, Path(a.tokenizer), Path(tmp) / "model", a.cpu_rehearsal))
         print(f"built in {time.time() - t0:.1f} s", flush=True)
+        print(probe(Path(tmp) / "probe"), flush=True)
         device = env.splitlines()[1] if "GPU:" in env else "CPU (rehearsal)"
         title = f"Random SmolLM2-{a.shape} shape; {device}; LoRA r16 all-linear; median of 1 run per side"
         for name in cases:
@@ -154,10 +181,13 @@ def main() -> int:
             problems = []
             for side in ("workbench", "bare"):
                 t = time.time()
+                # a cold Triton cache for each run: neither side reuses the kernels the other compiled
+                os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / f"triton-{name}-{side}")
                 try:
                     row[side] = (workbench(mode, model, steps, Path(tmp) / "ws", overrides, a.timeout)
                                  if side == "workbench" else run_bare(mode, model, steps, overrides, a.timeout))
-                    print(f"  {name:10} {side:9} {row[side]['s_per_step']:.3f} s/step, "
+                    print(f"  {name:10} {side:9} {row[side]['s_per_step']:.3f} s/step "
+                          f"(warm {fmt(row[side].get('warm_s_per_step'), '.3f')}), "
                           f"GPU peak {fmt(row[side].get('gpu_peak_gb'), '.2f')} GiB ({time.time() - t:.0f} s)",
                           flush=True)
                 except Exception as e:  # noqa: BLE001 - one failing case must not hide the others' figures

@@ -146,9 +146,17 @@ def bare_trl(mode: str, model: str, steps: int, overrides: dict | None = None) -
                               reward_weights=weights, **common)
             trainer = GRPOTrainer(model=policy, reward_funcs=funcs, args=args, train_dataset=dataset,
                                   processing_class=tokenizer, peft_config=lora)
+        from transformers import TrainerCallback
+
+        class LogTimes(TrainerCallback):  # when each step's log row is written, as the workbench stores it
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                times[state.global_step] = time.time()
+
+        times: dict[int, float] = {}
+        trainer.add_callback(LogTimes)
         trainer.train()
     memory = peak_memory()
-    return {**measure(mode, trainer.state.log_history, steps, s["per_device_train_batch_size"]),
+    return {**measure(mode, trainer.state.log_history, steps, s["per_device_train_batch_size"], times),
             "peak_rss_gb": memory["memory/peak_rss_gb"], "gpu_peak_gb": memory.get("memory/gpu_peak_gb")}
 
 
@@ -179,7 +187,8 @@ def workbench(mode: str, model: str, steps: int, workspace: Path, overrides: dic
     by_step: dict[int, dict] = {}
     for row in rows:
         by_step.setdefault(row["step"], {})[row["name"]] = row["value"]
-    result = measure(mode, list(by_step.values()), steps, s["per_device_train_batch_size"])
+    times = {row["step"]: row["time"] for row in rows if row["name"] == "loss"}
+    result = measure(mode, list(by_step.values()), steps, s["per_device_train_batch_size"], times)
     result["start_to_first_metric"] = first_metric or rows[0]["time"] - t0
     for key, name in (("peak_rss_gb", "memory/peak_rss_gb"), ("gpu_peak_gb", "memory/gpu_peak_gb")):
         result[key] = max((row["value"] for row in rows if row["name"] == name), default=None)
@@ -188,9 +197,11 @@ def workbench(mode: str, model: str, steps: int, workspace: Path, overrides: dic
 
 # --- shared ------------------------------------------------------------------------------------------------------
 
-def measure(mode: str, history: list[dict], steps: int, batch: int) -> dict:
+def measure(mode: str, history: list[dict], steps: int, batch: int, log_times: dict[int, float] | None = None) -> dict:
     """The mode's figure from a trainer log history (a list of logged dicts, as TRL keeps it), with seconds
-    per step and tokens per second (where the trainer counts tokens) for any mode."""
+    per step and tokens per second (where the trainer counts tokens) for any mode, and the median step once
+    warm (`log_times`: when each step's log row was written; the first two steps, which compile and
+    autotune, left out)."""
     runtime = next(row["train_runtime"] for row in history if "train_runtime" in row)
     tokens = max((row.get("num_tokens", 0) for row in history), default=0)
     if mode == "sft":
@@ -200,7 +211,10 @@ def measure(mode: str, history: list[dict], steps: int, batch: int) -> dict:
     else:
         value = runtime / steps
     lengths = [row["completions/mean_length"] for row in history if "completions/mean_length" in row]
+    logged = sorted((log_times or {}).items())
+    gaps = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(logged, logged[1:]) if s0 >= 2 and s1 > s0]
     return {"value": value, "runtime": runtime, "s_per_step": runtime / steps,
+            "warm_s_per_step": statistics.median(gaps) if gaps else None,
             "tokens_per_s": tokens / runtime if tokens else None,
             "mean_completion_length": statistics.fmean(lengths) if lengths else None}
 
