@@ -3,12 +3,14 @@
 accelerate launch → worker → store) and, for the ratio, as a bare TRL script (bench/trainer_overhead.py's two
 sides), on a randomly initialised model of a real architecture built here. Speed and memory, not quality.
 
-  python bench/gpu_check.py [--shape 1.7b] [--cases sft-liger,dpo,grpo,sft-qlora] [--out DIR]
+  python bench/gpu_check.py [--shape 1.7b] [--cases sft-liger,dpo,grpo,sft-qlora] [--out DIR] [--profile]
 
 Prints a table (mode, setting, s/step, tokens/s, peak GPU GiB, workbench / bare, pass / fail) and writes it,
 with each run's figures, to DIR (results.json, table.md). A case that fails says why and the others go on.
 bench/gpu_check.sh runs this on a GPU machine with no network, installing the carried wheels first.
 On a CPU (`--cpu-rehearsal`) the cases run in fp32 without their GPU-only settings, to check the plumbing.
+`--profile` samples both sides' main-thread stacks while they train (bench/stack_sampler) and prints the
+functions the workbench spends longer in, per step: what to look at when its ratio is off.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ from trainer_overhead import run_bare, settings_of, workbench  # noqa: E402
 
 # Decoder shapes of the SmolLM2 family (Llama architecture, tied embeddings, 49152-token vocabulary).
 SHAPES = {
+    # many thin layers: a step made of kernel launches and Python, as a small LoRA step on a big GPU is
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=24, num_attention_heads=4,
+                 num_key_value_heads=4),
     "135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                  num_key_value_heads=3),
     "360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15,
@@ -119,6 +124,35 @@ def probe(workspace: Path) -> str:
     return "\n".join(lines)
 
 
+def sampled(folder: Path) -> tuple[int, dict[str, int]]:
+    """The stack samples of the process in `folder` that trained (bench/stack_sampler): (samples, counts)."""
+    best = (0, {})
+    for f in folder.glob("*.json"):
+        data = json.loads(f.read_text())
+        if data["samples"] > best[0]:
+            best = (data["samples"], dict(data["counts"]))
+    return best
+
+
+def profile_diff(folder: Path, steps: int, top: int = 25) -> str:
+    """Where the workbench's training loop spends more time per step than the bare script's, function by
+    function (seconds per step on the main thread's stack, 10 ms samples)."""
+    (n_wb, wb), (n_bare, bare) = sampled(folder / "workbench"), sampled(folder / "bare")
+    if not n_wb or not n_bare:
+        return f"profile: no samples ({n_wb} workbench, {n_bare} bare)"
+    per_step = lambda count: count * 0.01 / steps  # noqa: E731
+    inner = {k for k in set(wb) | set(bare) if wb.get(k) == n_wb or bare.get(k) == n_bare}  # the loop and above
+    rows = sorted(set(wb) | set(bare) - inner, key=lambda k: per_step(wb.get(k, 0)) - per_step(bare.get(k, 0)),
+                  reverse=True)[:top]
+    out = [f"profile: training loop {per_step(n_wb):.3f} s/step (workbench) vs {per_step(n_bare):.3f} (bare); "
+           "functions the workbench spends longer in, s/step on the stack:"]
+    for k in rows:
+        path, line, name = k.rsplit(":", 2)
+        where = "/".join(Path(path).parts[-3:])
+        out.append(f"  {per_step(wb.get(k, 0)):7.3f} {per_step(bare.get(k, 0)):7.3f}  {name} ({where}:{line})")
+    return "\n".join(out)
+
+
 def fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -150,6 +184,8 @@ def main() -> int:
     p.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "out" / "gpu_check"))
     p.add_argument("--timeout", type=float, default=240, help="seconds one run may take before it counts failed")
     p.add_argument("--steps-scale", type=float, default=1.0, help="multiply each case's step count")
+    p.add_argument("--profile", action="store_true",
+                   help="sample both sides' stacks while they train and print where the workbench spends longer")
     p.add_argument("--cpu-rehearsal", action="store_true",
                    help="on a CPU: fp32, GPU-only settings left out, to check the script's plumbing")
     a = p.parse_args()
@@ -183,6 +219,12 @@ def main() -> int:
                 t = time.time()
                 # a cold Triton cache for each run: neither side reuses the kernels the other compiled
                 os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / f"triton-{name}-{side}")
+                if a.profile:  # every process started from here samples its stack (bench/stack_sampler)
+                    samples = Path(tmp) / f"samples-{name}" / side
+                    samples.mkdir(parents=True)
+                    os.environ["STACK_SAMPLES"] = str(samples)
+                    os.environ["PYTHONPATH"] = os.pathsep.join(
+                        [str(REPO / "bench" / "stack_sampler"), *filter(None, [os.environ.get("PYTHONPATH")])])
                 try:
                     row[side] = (workbench(mode, model, steps, Path(tmp) / "ws", overrides, a.timeout)
                                  if side == "workbench" else run_bare(mode, model, steps, overrides, a.timeout))
@@ -194,6 +236,12 @@ def main() -> int:
                     problems.append(f"{side}: {type(e).__name__}: {e}")
                     print(f"  {name:10} {side:9} FAILED after {time.time() - t:.0f} s\n"
                           f"{''.join(traceback.format_exception(e))[-4000:]}", flush=True)
+            if a.profile:
+                os.environ.pop("STACK_SAMPLES", None)
+                row["profile"] = profile_diff(Path(tmp) / f"samples-{name}", steps)
+                print(row["profile"], flush=True)
+                with open(out / "profiles.txt", "a") as f:
+                    f.write(f"== {name}: {setting}\n{row['profile']}\n\n")
             row["result"] = "pass" if not problems else "FAIL: " + " / ".join(x.splitlines()[0][:160] for x in problems)
             row["problems"] = problems
             rows.append(row)
