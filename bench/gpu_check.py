@@ -142,7 +142,7 @@ def profile_diff(folder: Path, steps: int, top: int = 25) -> str:
         return f"profile: no samples ({n_wb} workbench, {n_bare} bare)"
     per_step = lambda count: count * 0.01 / steps  # noqa: E731
     inner = {k for k in set(wb) | set(bare) if wb.get(k) == n_wb or bare.get(k) == n_bare}  # the loop and above
-    rows = sorted(set(wb) | set(bare) - inner, key=lambda k: per_step(wb.get(k, 0)) - per_step(bare.get(k, 0)),
+    rows = sorted((set(wb) | set(bare)) - inner, key=lambda k: per_step(wb.get(k, 0)) - per_step(bare.get(k, 0)),
                   reverse=True)[:top]
     out = [f"profile: training loop {per_step(n_wb):.3f} s/step (workbench) vs {per_step(n_bare):.3f} (bare); "
            "functions the workbench spends longer in, s/step on the stack:"]

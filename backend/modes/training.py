@@ -1,7 +1,6 @@
 """Plumbing shared by every mode: the run's context, trainer arguments, LoRA, and the store callback."""
 from __future__ import annotations
 
-import functools
 import os
 import time
 from dataclasses import dataclass
@@ -159,37 +158,11 @@ def peak_memory() -> dict[str, float]:
     out = {"memory/peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}  # KiB on Linux
     if torch.cuda.is_available():
         out["memory/gpu_peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
-        if (busy := gpu_utilization()) is not None:
-            out["gpu/utilization"] = busy
+        try:
+            out["gpu/utilization"] = float(torch.cuda.utilization())
+        except Exception:  # noqa: BLE001 - no pynvml / NVML here: the memory figure still counts
+            pass
     return out
-
-
-@functools.lru_cache(maxsize=1)
-def _nvml_handle():
-    """This process's GPU as NVML knows it, looked up once: `torch.cuda.utilization` initialises NVML on every
-    call, which took longer than a LoRA step of a 1.7B model on an H200 (bench/gpu_check.sh). None: no NVML."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[torch.cuda.current_device()].strip()
-        if visible and not visible.isdigit():  # a GPU named by its UUID
-            return pynvml.nvmlDeviceGetHandleByUUID(visible)
-        return pynvml.nvmlDeviceGetHandleByIndex(int(visible) if visible else torch.cuda.current_device())
-    except Exception:  # noqa: BLE001 - no pynvml / NVML here: the memory figures still count
-        return None
-
-
-def gpu_utilization() -> float | None:
-    """Percent of the last sample period the GPU was busy, when NVML can tell."""
-    if (handle := _nvml_handle()) is None:
-        return None
-    import pynvml
-
-    try:
-        return float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-    except Exception:  # noqa: BLE001 - a GPU NVML cannot sample (some virtualised ones): leave the figure out
-        return None
 
 
 def _broadcast_flag(flag: bool) -> bool:
