@@ -4,6 +4,9 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"  # tests never reach the Hub
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+# A server keeps a warm supervisor per workspace: its imports would take CPU from the suite's runs on a 2-core
+# machine. tests/integration/test_warm_start.py turns it on where it is tested.
+os.environ["WORKBENCH_WARM_WORKER"] = "0"
 
 from pathlib import Path  # noqa: E402
 

@@ -112,6 +112,7 @@ class Heartbeat:
     def __init__(self, owner: Callable[[], object], interval: float = HEARTBEAT_S, name: str = "heartbeat"):
         self.owner, self.interval = owner, interval
         self._done = threading.Event()
+        self._lock = threading.Lock()  # held during a beat
         self.thread = threading.Thread(target=self._beat, daemon=True, name=name)
 
     def start(self) -> Heartbeat:
@@ -121,10 +122,15 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._done.is_set():
             try:
-                self.owner()
+                with self._lock:
+                    self.owner()
             except Exception:  # noqa: BLE001 - e.g. a locked database: a missed beat, not a dead process
                 traceback.print_exc()
             self._done.wait(self.interval)
+
+    def held(self) -> threading.Lock:
+        """Inside `with beat.held():` no beat runs (e.g. across a fork, so that no thread is inside SQLite)."""
+        return self._lock
 
     def stop(self) -> None:
         self._done.set()

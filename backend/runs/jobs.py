@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -358,7 +359,14 @@ def start_dispatcher(store: RunStore, every_s: float = 2.0,
     """One thread per server process, however many browsers are open, that calls `dispatch(store)` (and each of
     `also`) now and every `every_s` seconds; `.stop()` it at shutdown."""
     def once() -> None:
-        for step in (dispatch, *also):
+        from backend.runs import warm
+
+        def keep_warm(s: RunStore) -> None:
+            with s.connect() as db:
+                busy = db.execute("SELECT 1 FROM runs WHERE status='running' LIMIT 1").fetchone() is not None
+            warm.ensure_warm(s.workspace, busy=busy)
+
+        for step in (dispatch, *also, keep_warm):
             try:
                 step(store)
             except Exception:  # a locked store or a bad row must not end the thread, nor skip the other steps
@@ -368,6 +376,11 @@ def start_dispatcher(store: RunStore, every_s: float = 2.0,
 
 
 def _spawn_supervisor(store: RunStore, run_id: str) -> None:
+    from backend.runs import warm
+
+    if pid := warm.claim(store.workspace, run_id):  # a supervisor started earlier, its imports done
+        store.update_run(run_id, pid=pid)
+        return
     proc = spawn_detached(["-m", "backend.runs.jobs", "supervise", run_id, "--workspace", str(store.workspace)],
                           log_path(store, run_id))
     store.update_run(run_id, pid=proc.pid)
@@ -418,7 +431,11 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
             "-m", "backend.runs.worker", run_id, "--workspace", str(workspace)]
 
 
-def supervise(run_id: str, workspace: str) -> int:
+def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | None = None) -> int:
+    """Start the run's worker (again, for each auto-resume) and record how it ended. `fork`: this process was
+    started before the run with the worker's imports done (backend/runs/warm.py), and `fork(run_id, workspace)`
+    is the worker's run: a single-process run on a CPU runs it in a forked child rather than through
+    `accelerate launch`."""
     store = RunStore(workspace)
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
@@ -443,10 +460,17 @@ def supervise(run_id: str, workspace: str) -> int:
             if line := plan.describe():
                 say(line)
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
+            forked = fork is not None and _fork_refusal(run.config, plan, say) is None
             while True:
-                proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-                                        env=dict(os.environ, **plan.train_env()))
+                if forked:
+                    from backend.runs.warm import fork_worker, launcher_env
+
+                    env = {**launcher_env(launch_command(run.config, run_id, store.workspace)), **plan.train_env()}
+                    proc = fork_worker(partial(fork, run_id, str(store.workspace)), env, beat)
+                else:
+                    proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+                                            env=dict(os.environ, **plan.train_env()))
                 rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
                     run_id, "failed", error=server.death_message()))
                 _record_death(store, run, rc)
@@ -467,6 +491,18 @@ def supervise(run_id: str, workspace: str) -> int:
         _record_death(store, run, rc)
         dispatch(store)
     return rc
+
+
+def _fork_refusal(config: RunConfig, plan: gpus.LaunchPlan, say: Callable[[str], None]) -> str | None:
+    """Why a warm supervisor starts this run's worker cold after all (said in the run log), or None."""
+    import torch
+
+    from backend.runs.warm import fork_refusal
+
+    why = fork_refusal(config, cuda=torch.cuda.is_available(), server=bool(plan.server_gpus or plan.vllm_url))
+    say(f"warm start: {why}; starting the worker through accelerate launch" if why else
+        "warm start: the worker is forked from a supervisor that had imported torch, transformers and TRL")
+    return why
 
 
 def _record_death(store: RunStore, run: Run, rc: int) -> None:

@@ -163,7 +163,39 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             pass
 
 
+def warm(workspace: str) -> int:
+    """A warm supervisor (backend/runs/warm.py): import what a run needs, wait for a run, supervise it, forking
+    the worker from this process."""
+    import time
+
+    from backend.runs import warm as pool
+
+    t0 = time.monotonic()
+    from accelerate.commands import launch  # noqa: F401 - its environment is computed here
+
+    from backend.modes import generation_eval, mode_module, training  # noqa: F401
+    from backend.modes.registry import MODES
+
+    for mode in MODES:
+        mode_module(mode)
+    print(f"warm process {os.getpid()}: ready in {time.monotonic() - t0:.1f} s", flush=True)
+    run_id = pool.wait_for_run(workspace)
+    if run_id is None:
+        print(f"warm process {os.getpid()}: not needed, ending", flush=True)
+        return 0
+    from backend.runs.jobs import log_path, supervise
+
+    log = os.open(log_path(RunStore(workspace), run_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for fd in (1, 2):  # from here on this is the run's supervisor: its output goes to the run's log
+        os.dup2(log, fd)
+    os.close(log)
+    return supervise(run_id, workspace, fork=run)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--warm"]:
+        return warm(job_args("A warm supervisor waiting for the next run.", ["-", *argv[1:]])[1])
     return run(*job_args("Train one run of the workbench (started by the supervisor).", argv))
 
 

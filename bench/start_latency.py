@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""From the Start click to the first point on the live plot, in a real chromium driving the real UI, on the
+embedded model with the Train tab's SFT defaults: cold (every run starts a supervisor, `accelerate launch` and a
+worker that imports torch, transformers and TRL) and warm (the server keeps a supervisor waiting with those
+imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; target <= 5 s.
+
+  .venv/bin/python bench/start_latency.py [--repeats 5] [--modes cold,warm]
+
+Each click's run is stopped once its first point is plotted, and the next click waits until the run has ended
+and (warm) a warm process is waiting again: the figure is a user's Start on an idle workbench.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PLOT_POINTS = ("() => { const p = document.querySelector('#metrics-plot .js-plotly-plot');"
+               " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+
+
+def measure(mode: str, repeats: int) -> list[float]:
+    from playwright.sync_api import sync_playwright
+
+    from backend.runs import warm
+    from backend.runs.jobs import stop_run
+    from backend.runs.store import RunStore
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    times = []
+    with tempfile.TemporaryDirectory() as ws:
+        env = dict(os.environ, WORKBENCH_WARM_WORKER="1" if mode == "warm" else "0")
+        ui = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port), "--workspace", ws],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        store = RunStore(ws)
+        try:
+            for _ in range(360):
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(180_000)
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.wait_for_selector("#model")
+                for i in range(repeats + 1):  # the first click converts / caches the model: not counted
+                    while store.list_runs(("queued", "running")):
+                        time.sleep(0.2)
+                    if mode == "warm":
+                        while not list(warm.warm_dir(ws).glob("*.ready")):
+                            time.sleep(0.2)
+                    time.sleep(1.0)
+                    before = len(store.list_runs())
+                    t0 = time.time()
+                    page.click("#start")
+                    page.wait_for_function(f"() => ({PLOT_POINTS})() >= 1")
+                    took = time.time() - t0
+                    runs = store.list_runs()
+                    if len(runs) > before:
+                        for run in runs:
+                            if run.status in ("queued", "running"):
+                                stop_run(store, run.id)
+                    # the next click needs the plot empty again: the new run's page starts with no points
+                    print(f"  {mode} click {i}: first point after {took:.1f} s" + (" (not counted)" if not i else ""),
+                          flush=True)
+                    if i:
+                        times.append(took)
+                browser.close()
+        finally:
+            ui.terminate()
+            ui.wait(30)
+    return times
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--modes", default="cold,warm")
+    a = p.parse_args()
+    results = {m: measure(m, a.repeats) for m in a.modes.split(",")}
+    print(f"\nStart click -> first plotted point, embedded model, SFT defaults, median of {a.repeats}:")
+    for mode, times in results.items():
+        print(f"  {mode:5} {statistics.median(times):5.1f} s  (min {min(times):.1f}, max {max(times):.1f})"
+              f"  target <= 5 s: {'ok' if statistics.median(times) <= 5 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""A run handed to a warm supervisor (backend/runs/warm.py): forked with its imports done, trained, stopped."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from backend.config import build_config
+from backend.core.procs import pid_alive
+from backend.runs import warm
+from backend.runs.jobs import log_tail, stop_run, submit_run
+from backend.runs.store import RunStore
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def warm_on(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_WARM_WORKER", "1")  # inherited by the warm processes started here
+
+
+def _ready(workspace) -> int:
+    wait_for(lambda: list(warm.warm_dir(workspace).glob("*.ready")), timeout=120, what="a warm process ready")
+    return int(next(warm.warm_dir(workspace).glob("*.ready")).stem)
+
+
+def _settings(tiny_model, steps):
+    return build_config({"mode": "sft", "model": str(tiny_model), "dataset": "demo-sft-instructions",
+                         "max_steps": steps, "per_device_train_batch_size": 2, "max_length": 64,
+                         "lora": {"r": 4}, "name": "warm"})
+
+
+def test_a_run_forks_from_the_warm_supervisor_and_the_next_one_waits(tiny_model, workspace, warm_on):
+    store = RunStore(workspace)
+    started = warm.ensure_warm(workspace)
+    pid = _ready(workspace)
+    assert pid == started
+    assert warm.ensure_warm(workspace) is None  # one waits already
+
+    run = submit_run(store, _settings(tiny_model, 3))
+    wait_for(lambda: not store.get_run(run.id).active, timeout=180, what="the warm run to end")
+    done = store.get_run(run.id)
+    log = log_tail(store, run.id, 200)
+    assert done.status == "completed", log
+    assert done.pid == pid and done.worker_pid != pid  # the warm process supervised; its child trained
+    assert "warm start: the worker is forked" in log
+    assert sorted({m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss"}) == [1, 2, 3]
+    assert (store.run_dir(run.id) / "adapter" / "adapter_config.json").is_file()
+    wait_for(lambda: not pid_alive(pid), timeout=30, what="the used warm process to end")
+
+    assert warm.ensure_warm(workspace, busy=True) is None  # a training run gets the CPU to itself
+    nxt = warm.ensure_warm(workspace)
+    assert nxt and nxt != pid
+    _ready(workspace)
+    os.kill(nxt, signal.SIGTERM)
+
+
+def test_a_warm_run_stops_when_killed(tiny_model, workspace, warm_on):
+    store = RunStore(workspace)
+    warm.ensure_warm(workspace)
+    pid = _ready(workspace)
+    run = submit_run(store, _settings(tiny_model, 500))
+    wait_for(lambda: store.metrics_since(run.id), timeout=120, what="the first metric")
+    worker = store.get_run(run.id).worker_pid
+    assert stop_run(store, run.id, force=True) == "stopped"
+    assert not pid_alive(pid) and not pid_alive(worker)
+    assert store.get_run(run.id).status == "stopped"
+
+
+def test_claims_take_only_current_code_and_only_once(workspace, warm_on):
+    folder = warm.warm_dir(workspace)
+    folder.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (folder / f"{sleeper.pid}.ready").write_text("old-code")
+        assert warm.claim(workspace, "r1") is None  # other code: never handed a run
+        (folder / f"{sleeper.pid}.ready").write_text(warm.fingerprint())
+        assert warm.claim(workspace, "r1") == sleeper.pid
+        assert (folder / f"{sleeper.pid}.run-r1").exists()
+        assert warm.claim(workspace, "r2") is None  # taken
+
+        (folder / f"{sleeper.pid}.run-r1").rename(folder / f"{sleeper.pid}.ready")
+        (folder / f"{sleeper.pid}.ready").write_text("old-code")
+        warm.ensure_warm(workspace, busy=True)  # ends the stale one, starts none while a run trains
+        assert sleeper.wait(10) == -signal.SIGTERM
+        assert not list(folder.glob("*.ready"))
+    finally:
+        sleeper.kill()
+
+
+def test_what_starts_cold():
+    def refusal(cuda=False, server=False, **settings):
+        return warm.fork_refusal(build_config({"mode": "sft", **settings}), cuda=cuda, server=server)
+
+    assert refusal() is None
+    assert "several processes" in refusal(num_processes=2)
+    assert "CUDA" in refusal(cuda=True)
+    assert "vLLM" in refusal(server=True)
+    assert "deepspeed" in refusal(distributed={"strategy": "deepspeed"})
