@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
-exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+# --durations: the slowest tests, so that what outgrows the CI budget is seen (it belongs in bench/)
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=25 tests "$@"

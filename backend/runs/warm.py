@@ -33,7 +33,8 @@ _ENV = "WORKBENCH_WARM_WORKER"
 
 
 def enabled() -> bool:
-    return os.environ.get(_ENV, "1") != "0"
+    # forking a process that has imported torch is only safe where fork is the usual way (not macOS, not Windows)
+    return os.environ.get(_ENV, "1") != "0" and sys.platform == "linux"
 
 
 def warm_dir(workspace) -> Path:
