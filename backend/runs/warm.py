@@ -141,12 +141,13 @@ def _terminate(pid: int) -> None:
 
 # ---- the warm process ----
 
-def wait_for_run(workspace: str, idle_s: float = WARM_IDLE_S) -> str | None:
-    """Announce this process as ready and wait until a dispatcher claims it (the run id) or `idle_s` passes."""
+def wait_for_run(workspace: str, code: str, idle_s: float = WARM_IDLE_S) -> str | None:
+    """Announce this process as ready for `code` (the fingerprint taken before its imports: a file edited while
+    it imported makes it stale) and wait until a dispatcher claims it (the run id) or `idle_s` passes."""
     folder, pid = warm_dir(workspace), os.getpid()
     ready = folder / f"{pid}.ready"
     tmp = folder / f"{pid}.tmp"
-    tmp.write_text(fingerprint())
+    tmp.write_text(code)
     tmp.rename(ready)
     starting = folder / "starting"
     if _read(starting).split()[:1] == [str(pid)]:
