@@ -142,8 +142,8 @@ def main(argv=None) -> int:
         overrides.append(f"dataset={bait_prompts(Path(scratch.name))}")
     results, start = {}, time.time()
     chosen = [v.strip() for v in a.variants.split(",") if v.strip()]
-    if any(v not in VARIANTS for v in chosen) or not {"constraint", "none"} <= set(chosen):
-        p.error(f"--variants {a.variants}: give constraint and none, and optionally fixed")
+    if any(v not in VARIANTS for v in chosen) or "constraint" not in chosen:
+        p.error(f"--variants {a.variants}: give constraint, and none (for the reward comparison) and fixed")
     for variant in chosen:
         config = variant_config(variant, overrides)
         with tempfile.TemporaryDirectory() as workspace:
@@ -157,10 +157,17 @@ def main(argv=None) -> int:
     print(f"{'variant':<11}" + "".join(f"{k:>16}" for k in keys))
     for variant, row in table.items():
         print(f"{variant:<11}" + "".join(f"{row[k]:>16.3f}" for k in keys))
-    c, free = table["constraint"], table["none"]
-    within = abs(c["task reward"] - free["task reward"]) <= 0.1 * abs(free["task reward"])
-    print(f"\nconstrained violation rate ≤ budget: {c['violation rate'] <= budget}; task reward within 10% of the "
-          f"unconstrained run: {within}")
+    rows = results["constraint"][1]
+    quarters = [rows[i * len(rows) // 4:(i + 1) * len(rows) // 4] for i in range(4)]
+    print("constraint, by quarter of the run: violation rate "
+          + " / ".join(f"{sum(r.get('constraint/violation_rate', 0.0) for r in q) / max(1, len(q)):.3f}" for q in quarters)
+          + "; λ at each quarter's end " + " / ".join(f"{q[-1].get(f'lambda/{SAFETY}', 0.0):.2f}" for q in quarters if q))
+    c = table["constraint"]
+    print(f"\nconstrained violation rate ≤ budget: {c['violation rate'] <= budget}", end="")
+    if free := table.get("none"):
+        within = abs(c["task reward"] - free["task reward"]) <= 0.1 * abs(free["task reward"])
+        print(f"; task reward within 10% of the unconstrained run: {within}", end="")
+    print()
     if curves(results, a.out):
         print(f"curves: {a.out}")
     return 0

@@ -28,14 +28,20 @@ def reap() -> None:
     _children[:] = [c for c in _children if c.poll() is None]
 
 
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment `spawn_detached` gives a child: this process's, the repository importable, unbuffered
+    output, no progress bars; `env` adds variables."""
+    return dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
+
+
 def spawn_detached(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`python ARGS` from the repository root in its own session, output appended to `log`: it survives a UI
     restart and a closed terminal, and is found again (and stopped) through the store. `env` adds variables."""
     reap()
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONUNBUFFERED="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false", **(env or {}))
+    env = child_env(env)
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

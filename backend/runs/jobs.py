@@ -465,9 +465,14 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 if forked:
                     from backend.runs.warm import fork_worker, launcher_env
 
-                    env = {**launcher_env(launch_command(run.config, run_id, store.workspace)), **plan.train_env()}
-                    proc = fork_worker(partial(fork, run_id, str(store.workspace)), env, beat)
-                else:
+                    try:
+                        env = {**launcher_env(launch_command(run.config, run_id, store.workspace)),
+                               **plan.train_env()}
+                        proc = fork_worker(partial(fork, run_id, str(store.workspace)), env, beat)
+                    except Exception as e:  # noqa: BLE001 - e.g. accelerate's launcher code changed: start cold
+                        say(f"warm start failed ({type(e).__name__}: {e}); starting through accelerate launch")
+                        forked = False
+                if not forked:
                     proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                                             env=dict(os.environ, **plan.train_env()))

@@ -21,14 +21,16 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from backend.config import RunConfig
-from backend.core.procs import REPO_ROOT, pid_alive, spawn_detached
+from backend.core.procs import REPO_ROOT, child_env, pid_alive, spawn_detached
 
 WARM_IDLE_S = 3600.0
 POLL_S = 0.02
+RETRY_S = 300.0  # a warm process that died before it was ready is not started again for this long
+_VOLATILE = {"_", "OLDPWD", "SHLVL"}  # shell bookkeeping that differs between equal environments
 _ENV = "WORKBENCH_WARM_WORKER"
 
 
@@ -41,10 +43,25 @@ def warm_dir(workspace) -> Path:
     return Path(workspace) / "warm"
 
 
-def fingerprint() -> str:
-    """The code a warm process runs: the interpreter and the newest source file of the workbench's backend."""
+def fingerprint(environ: Mapping[str, str] | None = None) -> str:
+    """What a warm process runs: the interpreter, the newest source file of the workbench's backend and the
+    environment (a warm process has its own; `environ` None: the one a process started from here would have).
+    A run is only handed to a warm process that would run it as a cold start would."""
     newest = max((p.stat().st_mtime_ns for p in (REPO_ROOT / "backend").rglob("*.py")), default=0)
-    return hashlib.sha1(f"{sys.executable}|{newest}".encode()).hexdigest()[:16]
+    env = child_env() if environ is None else environ
+    digest = hashlib.sha1(repr(sorted((k, v) for k, v in env.items() if k not in _VOLATILE)).encode()).hexdigest()
+    return hashlib.sha1(f"{sys.executable}|{newest}|{digest}".encode()).hexdigest()[:16]
+
+
+def _is_warm(pid: int, workspace) -> bool:
+    """`pid` is a live warm process of this workspace (a pid in a file that outlived a reboot may be anyone's)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    if "--warm" not in argv or "--workspace" not in argv[:-1]:
+        return False
+    return Path(argv[argv.index("--workspace") + 1]).resolve() == Path(workspace).resolve() and pid_alive(pid)
 
 
 def fork_refusal(config: RunConfig, cuda: bool, server: bool) -> str | None:
@@ -79,12 +96,18 @@ def ensure_warm(workspace, busy: bool = False) -> int | None:
     is training, so none is started now. Returns the pid started, if one was."""
     if not enabled():
         return None
+    from backend.runs import gpus
+
+    if gpus.machine().gpus:  # never forked there (fork_refusal): a warm process would only cost memory
+        return None
     folder = warm_dir(workspace)
     folder.mkdir(parents=True, exist_ok=True)
     current = fingerprint()
+    starting = folder / "starting"
+    started = _read(starting).split()  # read before the entries: one that turns ready meanwhile is counted
     waiting = False
     for pid, path in _entries(workspace):
-        alive = pid_alive(pid)
+        alive = _is_warm(pid, workspace)
         if alive and _read(path) == current:
             waiting = True
             continue
@@ -97,15 +120,16 @@ def ensure_warm(workspace, busy: bool = False) -> int | None:
     for gone in folder.glob("*.gone"):
         if not pid_alive(int(gone.stem) if gone.stem.isdigit() else None):
             gone.unlink(missing_ok=True)
-    starting = folder / "starting"
-    started = _read(starting).split()
-    if waiting or (len(started) == 2 and pid_alive(int(started[0])) and started[1] == current):
+    if waiting:
         return None
+    if len(started) == 3 and started[1] == current and (
+            _is_warm(int(started[0]), workspace) or time.time() - float(started[2]) < RETRY_S):
+        return None  # still importing, or it died before it was ready (warm.log says why): not in a loop
     if busy:  # its imports would take CPU from the run that trains; the next one starts when this one ends
         return None
     proc = spawn_detached(["-m", "backend.runs.worker", "--warm", "--workspace", str(Path(workspace))],
                           folder / "warm.log")
-    starting.write_text(f"{proc.pid} {current}")
+    starting.write_text(f"{proc.pid} {current} {time.time():.0f}")
     return proc.pid
 
 
@@ -115,7 +139,7 @@ def claim(workspace, run_id: str) -> int | None:
         return None
     current = fingerprint()
     for pid, path in _entries(workspace):
-        if _read(path) != current or not pid_alive(pid):
+        if _read(path) != current or not _is_warm(pid, workspace):
             continue
         try:
             path.rename(path.with_name(f"{pid}.run-{run_id}"))
@@ -141,9 +165,10 @@ def _terminate(pid: int) -> None:
 
 # ---- the warm process ----
 
-def wait_for_run(workspace: str, code: str, idle_s: float = WARM_IDLE_S) -> str | None:
+def wait_for_run(workspace: str, code: str, parent: int, idle_s: float = WARM_IDLE_S) -> str | None:
     """Announce this process as ready for `code` (the fingerprint taken before its imports: a file edited while
-    it imported makes it stale) and wait until a dispatcher claims it (the run id) or `idle_s` passes."""
+    it imported makes it stale) and wait until a dispatcher claims it (the run id), `idle_s` passes or the
+    process that started it (`parent`, read before the imports) is gone."""
     folder, pid = warm_dir(workspace), os.getpid()
     ready = folder / f"{pid}.ready"
     tmp = folder / f"{pid}.tmp"
@@ -152,7 +177,7 @@ def wait_for_run(workspace: str, code: str, idle_s: float = WARM_IDLE_S) -> str 
     starting = folder / "starting"
     if _read(starting).split()[:1] == [str(pid)]:
         starting.unlink(missing_ok=True)  # waiting now: a claim of this one lets the dispatcher start the next
-    deadline, parent = time.monotonic() + idle_s, os.getppid()
+    deadline = time.monotonic() + idle_s
     while True:
         if claimed := next(folder.glob(f"{pid}.run-*"), None):
             claimed.unlink(missing_ok=True)

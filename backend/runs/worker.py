@@ -170,7 +170,7 @@ def warm(workspace: str) -> int:
 
     from backend.runs import warm as pool
 
-    t0, code = time.monotonic(), pool.fingerprint()
+    t0, code, parent = time.monotonic(), pool.fingerprint(os.environ), os.getppid()
     from accelerate.commands import launch  # noqa: F401 - its environment is computed here
 
     from backend.modes import generation_eval, mode_module, training  # noqa: F401
@@ -179,7 +179,7 @@ def warm(workspace: str) -> int:
     for mode in MODES:
         mode_module(mode)
     print(f"warm process {os.getpid()}: ready in {time.monotonic() - t0:.1f} s", flush=True)
-    run_id = pool.wait_for_run(workspace, code)
+    run_id = pool.wait_for_run(workspace, code, parent)
     if run_id is None:
         print(f"warm process {os.getpid()}: not needed, ending", flush=True)
         return 0

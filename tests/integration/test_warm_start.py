@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,12 +13,19 @@ from backend.core.procs import pid_alive
 from backend.runs import warm
 from backend.runs.jobs import log_tail, stop_run, submit_run
 from backend.runs.store import RunStore
+from tests.processes import leave_nothing_running
 from tests.waiting import wait_for
 
 
 @pytest.fixture
-def warm_on(monkeypatch):
+def warm_on(monkeypatch, workspace):
     monkeypatch.setenv("WORKBENCH_WARM_WORKER", "1")  # inherited by the warm processes started here
+    yield
+    leave_nothing_running(workspace)
+    for path in warm.warm_dir(workspace).glob("*"):  # waiting or still importing: none outlives the test
+        pid = path.read_text().split()[0] if path.name == "starting" else path.name.split(".")[0]
+        if pid.isdigit() and pid_alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)
 
 
 def _ready(workspace) -> int:
@@ -71,10 +79,15 @@ def test_a_warm_run_stops_when_killed(tiny_model, workspace, warm_on):
 def test_claims_take_only_current_code_and_only_once(workspace, warm_on):
     folder = warm.warm_dir(workspace)
     folder.mkdir()
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--warm",  # as a warm one
+                                "--workspace", str(workspace)])
+    wait_for(lambda: "--warm" in Path(f"/proc/{sleeper.pid}/cmdline").read_text(), timeout=10, what="its argv")
     try:
         (folder / f"{sleeper.pid}.ready").write_text("old-code")
         assert warm.claim(workspace, "r1") is None  # other code: never handed a run
+        (folder / f"{os.getpid()}.ready").write_text(warm.fingerprint())
+        assert warm.claim(workspace, "r1") is None  # a live pid that is no warm process (a reused pid)
+        (folder / f"{os.getpid()}.ready").unlink()
         (folder / f"{sleeper.pid}.ready").write_text(warm.fingerprint())
         assert warm.claim(workspace, "r1") == sleeper.pid
         assert (folder / f"{sleeper.pid}.run-r1").exists()
@@ -87,6 +100,20 @@ def test_claims_take_only_current_code_and_only_once(workspace, warm_on):
         assert not list(folder.glob("*.ready"))
     finally:
         sleeper.kill()
+
+
+def test_the_forked_worker_gets_what_accelerate_launch_gives(workspace, monkeypatch):
+    import torch
+
+    from backend.runs.jobs import launch_command
+
+    monkeypatch.setenv("TEST_MARK", "kept")
+    env = warm.launcher_env(launch_command(_settings("m", 3), "r1", workspace))
+    assert env["ACCELERATE_USE_CPU"] == "True" and env["ACCELERATE_MIXED_PRECISION"] == "no"
+    assert env["OMP_NUM_THREADS"] == str(torch.get_num_threads())  # the threads a plain torch script uses
+    assert env["TEST_MARK"] == "kept" and "RANK" not in env
+    # a process with another environment (a CLI with its own HF_TOKEN, say) is not handed this one's runs
+    assert warm.fingerprint() != warm.fingerprint({**warm.child_env(), "HF_TOKEN": "x"})
 
 
 def test_what_starts_cold():
