@@ -16,21 +16,14 @@ server beside it on the two cores); the rest is the Runs tab's poll and Gradio's
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-PLOT_POINTS = ("() => { const p = document.querySelector('#metrics-plot .js-plotly-plot');"
-               " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
 
 
 def measure(mode: str, repeats: int) -> list[float]:
@@ -39,61 +32,47 @@ def measure(mode: str, repeats: int) -> list[float]:
     from backend.runs import warm
     from backend.runs.jobs import stop_run
     from backend.runs.store import RunStore
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ui_process
+    from tests.browser.test_ui import PLOT_POINTS
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     times = []
-    with tempfile.TemporaryDirectory() as ws:
-        env = dict(os.environ, WORKBENCH_WARM_WORKER="1" if mode == "warm" else "0")
-        ui = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port), "--workspace", ws],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    warm_on = {"WORKBENCH_WARM_WORKER": "1" if mode == "warm" else "0"}
+    with tempfile.TemporaryDirectory() as ws, ui_process(ws, env=warm_on) as url:
         store = RunStore(ws)
-        try:
-            for _ in range(360):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.set_default_timeout(180_000)
-                page.goto(f"http://127.0.0.1:{port}/")
-                page.wait_for_selector("#model")
-                for i in range(repeats + 1):  # the first click converts / caches the model: not counted
-                    while store.list_runs(("queued", "running")):
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(180_000)
+            page.goto(url)
+            page.wait_for_selector("#model")
+            for i in range(repeats + 1):  # the first click converts / caches the model: not counted
+                while store.list_runs(("queued", "running")):
+                    time.sleep(0.2)
+                if mode == "warm":
+                    while not list(warm.warm_dir(ws).glob("*.ready")):
                         time.sleep(0.2)
-                    if mode == "warm":
-                        while not list(warm.warm_dir(ws).glob("*.ready")):
-                            time.sleep(0.2)
-                    page.get_by_role("tab", name="Train").click()
-                    time.sleep(1.0)
-                    before = {r.id for r in store.list_runs()}
-                    t0 = time.time()
-                    page.click("#start")
-                    while not (new := [r for r in store.list_runs() if r.id not in before]):
-                        time.sleep(0.05)
-                    created = time.time() - t0
-                    while not store.metrics_since(new[0].id) and time.time() - t0 < 120:
-                        time.sleep(0.05)
-                    stored = time.time() - t0
-                    page.get_by_role("tab", name="Runs").click()  # the live plot of the run just started
-                    page.wait_for_function(
-                        f"() => document.querySelector('#progress').textContent.includes({new[0].name!r})"
-                        f" && ({PLOT_POINTS})() >= 1")
-                    took = time.time() - t0
-                    stop_run(store, new[0].id)
-                    print(f"  {mode} click {i}: first point after {took:.1f} s (run stored after {created:.1f} s, its "
-                          f"first metric after {stored:.1f} s)" + (" (not counted)" if not i else ""), flush=True)
-                    if i:
-                        times.append(took)
-                browser.close()
-        finally:
-            ui.terminate()
-            ui.wait(30)
+                page.get_by_role("tab", name="Train").click()
+                time.sleep(1.0)
+                before = {r.id for r in store.list_runs()}
+                t0 = time.time()
+                page.click("#start")
+                while not (new := [r for r in store.list_runs() if r.id not in before]):
+                    time.sleep(0.05)
+                created = time.time() - t0
+                while not store.metrics_since(new[0].id) and time.time() - t0 < 120:
+                    time.sleep(0.05)
+                stored = time.time() - t0
+                page.get_by_role("tab", name="Runs").click()  # the live plot of the run just started
+                page.wait_for_function(
+                    f"() => document.querySelector('#progress').textContent.includes({new[0].name!r})"
+                    f" && ({PLOT_POINTS})() >= 1")
+                took = time.time() - t0
+                stop_run(store, new[0].id)
+                print(f"  {mode} click {i}: first point after {took:.1f} s (run stored after {created:.1f} s, its "
+                      f"first metric after {stored:.1f} s)" + (" (not counted)" if not i else ""), flush=True)
+                if i:
+                    times.append(took)
+            browser.close()
     return times
 
 

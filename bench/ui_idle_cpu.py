@@ -15,12 +15,9 @@ Measured on this 2-core machine, nothing running (target <= 0.10):
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,41 +31,27 @@ def main() -> int:
     a = p.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ui_process
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as ws:
-        ui = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port), "--workspace", ws],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(360):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}/")
-                page.wait_for_selector("#model")
-                page.get_by_role("tab", name=a.tab).click()
-                time.sleep(3)
-                cdp = page.context.new_cdp_session(page)
-                cdp.send("Performance.enable")
+    with tempfile.TemporaryDirectory() as ws, ui_process(ws) as url:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#model")
+            page.get_by_role("tab", name=a.tab).click()
+            time.sleep(3)
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Performance.enable")
 
-                def task_s() -> float:
-                    return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]
-                                if m["name"] == "TaskDuration")
+            def task_s() -> float:
+                return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]
+                            if m["name"] == "TaskDuration")
 
-                start = task_s()
-                time.sleep(a.seconds)
-                busy = (task_s() - start) / a.seconds
-                browser.close()
-        finally:
-            ui.terminate()
+            start = task_s()
+            time.sleep(a.seconds)
+            busy = (task_s() - start) / a.seconds
+            browser.close()
     print(f"{a.tab} tab idle: the page's main thread is busy {busy:.2f} of the time (target: <= 0.10)")
     return 0 if busy <= 0.10 else 1
 

@@ -71,14 +71,18 @@ def processes_of(*argv_items: str) -> list[int]:
     group: torchrun starts each rank in a session of its own. Linux (/proc); elsewhere none are found."""
     found = []
     for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else ():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        args = {a.decode(errors="replace") for a in argv}
+        args = set(argv_of(int(entry.name)))
         if all(item in args for item in argv_items) and (pid := int(entry.name)) != os.getpid() and pid_alive(pid):
             found.append(pid)
     return found
+
+
+def argv_of(pid: int) -> list[str]:
+    """A live process's command line (Linux's /proc); [] when it is gone or unreadable."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def kill_groups(pids: list[int], wait_s: float = 10.0) -> list[int]:

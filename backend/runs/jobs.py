@@ -359,20 +359,22 @@ def start_dispatcher(store: RunStore, every_s: float = 2.0,
     """One thread per server process, however many browsers are open, that calls `dispatch(store)` (and each of
     `also`) now and every `every_s` seconds; `.stop()` it at shutdown."""
     def once() -> None:
-        from backend.runs import warm
-
-        def keep_warm(s: RunStore) -> None:
-            with s.connect() as db:
-                busy = db.execute("SELECT 1 FROM runs WHERE status='running' LIMIT 1").fetchone() is not None
-            warm.ensure_warm(s.workspace, busy=busy)
-
-        for step in (dispatch, *also, keep_warm):
+        for step in (dispatch, *also, _keep_warm):
             try:
                 step(store)
             except Exception:  # a locked store or a bad row must not end the thread, nor skip the other steps
                 log.exception("dispatching queued runs failed")
 
     return Heartbeat(once, every_s, name="workbench-dispatcher").start()
+
+
+def _keep_warm(store: RunStore) -> None:
+    """A warm supervisor waiting for the next run (backend/runs/warm.py), started while no run trains."""
+    from backend.runs import warm
+
+    with store.connect() as db:
+        busy = db.execute("SELECT 1 FROM runs WHERE status='running' LIMIT 1").fetchone() is not None
+    warm.ensure_warm(store.workspace, busy=busy)
 
 
 def _spawn_supervisor(store: RunStore, run_id: str) -> None:

@@ -1,6 +1,6 @@
 """A warm supervisor: a run's supervisor started before the run (`python -m backend.runs.worker --warm`), with
-torch, transformers, TRL, peft and every mode already imported (~10 s of a cold start on a CPU: the supervisor's interpreter, `accelerate launch`'s, and
-the worker's imports). The server's dispatcher keeps one waiting per workspace (`ensure_warm`); the next run
+torch, transformers, TRL, peft and every mode already imported (~10 s of a cold start on a CPU: the supervisor's
+interpreter, `accelerate launch`'s, and the worker's imports). The server's dispatcher keeps one waiting per workspace (`ensure_warm`); the next run
 it starts is handed to it (`claim`) instead of a cold supervisor, and it forks the worker, which inherits the
 imports and runs with the environment `accelerate launch` would have given it.
 
@@ -10,7 +10,7 @@ cold as before. WORKBENCH_WARM_WORKER=0 turns it off. A warm process whose code 
 current one is not used; one ends itself when the server that started it has gone, or after WARM_IDLE_S idle.
 The next one is started once no run is training (its imports would slow the run down).
 
-Files in <workspace>/warm/: `<pid>.ready` (content: the code fingerprint) while it waits; the dispatcher claims
+Files in <workspace>/warm/: `<pid>.ready` (content: its fingerprint) while it waits; the dispatcher claims
 it by renaming it to `<pid>.run-<run id>` (atomic: of two dispatchers one wins); `warm.log` its output before.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from backend.config import RunConfig
-from backend.core.procs import REPO_ROOT, child_env, pid_alive, spawn_detached
+from backend.core.procs import REPO_ROOT, argv_of, child_env, pid_alive, spawn_detached
 
 WARM_IDLE_S = 3600.0
 POLL_S = 0.02
@@ -55,10 +55,7 @@ def fingerprint(environ: Mapping[str, str] | None = None) -> str:
 
 def _is_warm(pid: int, workspace) -> bool:
     """`pid` is a live warm process of this workspace (a pid in a file that outlived a reboot may be anyone's)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return False
+    argv = argv_of(pid)
     if "--warm" not in argv or "--workspace" not in argv[:-1]:
         return False
     return Path(argv[argv.index("--workspace") + 1]).resolve() == Path(workspace).resolve() and pid_alive(pid)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,31 +23,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextmanager
+def ui_process(workspace, log: Path | None = None, env: dict | None = None, wait_s: float = 90):
+    """`launch.py ui` on a free port over `workspace`, its output in `log` (None: discarded); yields its URL once
+    it answers, and ends it after."""
+    port = _free_port()
+    out = open(log, "w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port),
+                             "--workspace", str(workspace)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", **(env or {})))
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + wait_s
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("UI did not start:\n" + (Path(log).read_text()[-3000:] if log else ""))
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if log:
+            out.close()
+
+
 @pytest.fixture
 def ui_server(tmp_path):
-    port = _free_port()
     workspace = tmp_path / "ws"
-    log = open(tmp_path / "ui.log", "w")
-    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "ui", "--port", str(port),
-                             "--workspace", str(workspace)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False"))
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                raise RuntimeError("UI did not start:\n" + (tmp_path / "ui.log").read_text()[-3000:])
-            time.sleep(0.5)
-    yield {"url": url, "workspace": workspace}
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with ui_process(workspace, tmp_path / "ui.log") as url:
+        yield {"url": url, "workspace": workspace}
     from tests.processes import leave_nothing_running
 
     leave_nothing_running(workspace)  # never leave a sweep driver or a worker behind
