@@ -28,15 +28,18 @@ def test_evaluate_a_finished_run_against_its_base(ui_server, page, tiny_model):
     assert "base (of the other models)" in models and f"{run.name}: sft adapter" in models
     assert page.locator("#eval-scorers textarea").input_value() == "rouge_l"
 
+    # opened well before its boxes are typed into: a box filled as the accordion mounts is reset to its default
+    page.locator("#tab-evaluate").get_by_text("Generation").click()
+
     set_text(page, "eval-scorers", "rouge_l:no_such_column")
     page.click("#eval-start")
     page.wait_for_function("() => document.querySelector('#eval-message').textContent.includes('no_such_column')")
     assert "the evaluation set has no column 'no_such_column'" in page.locator("#eval-message").text_content()
 
     set_text(page, "eval-scorers", "rouge_l\nlength:4")
-    page.locator("#tab-evaluate").get_by_text("Generation").click()
     set_text(page, "eval-limit", 3)
     set_text(page, "eval-max-new-tokens", 4)
+    assert page.locator("#eval-limit input").input_value() == "3"
     page.click("#eval-start")
     page.wait_for_function(f"() => ({STATUS})() == 'completed'", timeout=120_000)
     page.wait_for_function(f"() => ({ROWS})('eval-results') == 2")

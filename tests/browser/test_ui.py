@@ -6,9 +6,15 @@ PLOT_POINTS = "() => { const p = document.querySelector('#metrics-plot .js-plotl
 
 
 def set_text(page, elem_id, value):
+    """Type into a box; typed again when a component mounting just then (an accordion opening) reset it."""
     box = page.locator(f"#{elem_id} input, #{elem_id} textarea").first
-    box.fill(str(value))
-    box.press("Tab")
+    for _ in range(3):
+        box.fill(str(value))
+        box.press("Tab")
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        if box.input_value() == str(value):
+            return
+    raise AssertionError(f"#{elem_id} does not keep {value!r}: it reads {box.input_value()!r}")
 
 
 def test_start_watch_metrics_and_stop(ui_server, page, tiny_model):
