@@ -135,7 +135,10 @@ class Heartbeat:
                 with self._lock:
                     self.owner()
             except Exception:  # noqa: BLE001 - e.g. a locked database: a missed beat, not a dead process
-                traceback.print_exc()
+                try:
+                    traceback.print_exc()
+                except OSError:  # a full disk under the log too: the thread beats on
+                    pass
             self._done.wait(self.interval)
 
     def held(self) -> threading.Lock:

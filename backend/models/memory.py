@@ -317,12 +317,35 @@ def _shard(parts: dict[str, int], overlap: dict[str, int], c: RunConfig) -> None
             parts["weights"] = 0
 
 
-def disk_need(config: RunConfig, shape: ModelShape) -> int:
+def disk_need(config: RunConfig, shape: ModelShape, tokenizer_bytes: int = 0) -> int:
     """Bytes the run's folder holds at most: its checkpoints (config.checkpoints_kept) and the final adapter
-    (or, fully fine-tuned, model). A checkpoint holds the trainable weights and AdamW's two moments, all
-    float32: ≈ 3 × trainable × 4 bytes. While a save rotates, one more checkpoint exists for a moment: not
+    (or, fully fine-tuned, model), each with a copy of the tokenizer's files. A checkpoint holds the trainable
+    weights and AdamW's two moments, all float32: ≈ 3 × trainable × 4 bytes; PPO's also its value model's, and a
+    second copy of both in its resume file. While a save rotates, one more checkpoint exists for a moment: not
     counted, the estimate refuses only what cannot fit."""
+    from backend.modes.registry import mode_spec
+
     c = config
-    trainable = shape.lora_parameters(c.lora.r, c.lora.target_modules) if c.finetuning == "lora" else \
-        shape.parameters
-    return c.checkpoints_kept() * 3 * trainable * 4 + trainable * 4
+    lora = c.finetuning == "lora"
+    trainable = shape.lora_parameters(c.lora.r, c.lora.target_modules) if lora else shape.parameters
+    copies = 3  # weights + two moments
+    if "ppo" in mode_spec(c.mode).sections:
+        value = shape.hidden_size + 1  # the score head; the separate model's LoRA (or backbone) besides
+        if c.ppo.value_model == "separate":
+            value += trainable
+        trainable += value
+        copies = 4  # the saved models, and the resume file's weights + moments
+    small = 64 * 2**10 + tokenizer_bytes  # a saved folder's model card, configs, trainer state and tokenizer
+    return c.checkpoints_kept() * (copies * trainable * 4 + small) + trainable * 4 + small
+
+
+_TOKENIZER_FILES = ("tokenizer*", "vocab.*", "merges.txt", "special_tokens_map.json", "added_tokens.json",
+                    "chat_template.*", "*.model")
+
+
+def run_disk_need(config: RunConfig, workspace: Path | None = None) -> int:
+    """disk_need of a run whose model's config is on this machine, with its tokenizer's files as they are there;
+    ModelError says why not."""
+    folder = _config_file((config.model or "").strip(), workspace).parent
+    files = {f for pattern in _TOKENIZER_FILES for f in folder.glob(pattern) if f.is_file()}
+    return disk_need(config, read_shape(config.model, workspace), sum(f.stat().st_size for f in files))

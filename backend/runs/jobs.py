@@ -144,10 +144,10 @@ def disk_problem(config: RunConfig, workspace: Path, free: int | None = None) ->
     the model's size cannot be read here: the check does not guess). free: the disk's free bytes; None
     measures them."""
     from backend.models import ModelError
-    from backend.models.memory import disk_need, read_shape, size_text
+    from backend.models.memory import run_disk_need, size_text
 
     try:
-        need = disk_need(config, read_shape(config.model, workspace))
+        need = run_disk_need(config, workspace)
     except ModelError:
         return None
     except Exception:  # noqa: BLE001 - an estimate that fails never keeps a run from starting
@@ -165,6 +165,16 @@ def disk_problem(config: RunConfig, workspace: Path, free: int | None = None) ->
     what = f"{kept} checkpoint{'s' if kept > 1 else ''} and {final}" if kept else final
     return (f"disk: the run needs about {size_text(need)} for {what}, the workspace disk has {size_text(free)} free; "
             "free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a larger disk")
+
+
+_NEARLY_FULL = 64 * 2**20  # less free than this on a run's disk after a failure: the disk is why
+
+
+def disk_nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
 
 
 def disk_full_message(store: RunStore, run_id: str, error: str) -> str:
@@ -518,7 +528,11 @@ def _record_death(store: RunStore, run: Run, rc: int) -> None:
     if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
         tail = log_tail(store, run.id)
         why = death_message(rc, ended.worker_pid, tail)
-        store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""))
+        full = disk_nearly_full(store.run_dir(run.id))  # the worker could not even record why: say it
+        if full:
+            why = disk_full_message(store, run.id, why)
+        store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""),
+                         exit_code=EXIT_REPEATS if full else None)
 
 
 # The worker's exit code for a failure a resume would meet again: refused settings or data (a dataset file deleted

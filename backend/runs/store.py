@@ -5,6 +5,7 @@ Readers poll incrementally: metrics carry an autoincrement id and `metrics_since
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -32,6 +33,19 @@ _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a run folder's nam
 
 class WorkspaceError(ValueError):
     """A workspace folder the store cannot use; the message names it, says why and what to do."""
+
+
+class StoreFull(OSError):
+    """A write the store's disk has no room for; the message names the database and what to do."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+# Kept free on the store's disk for the writes that record how runs ended: when a write fails for want of space,
+# this file is deleted and the write tried once more, so a run on a full disk still ends `failed`, saying why.
+RESERVE_NAME = "workbench.db-reserve"
+_RESERVE_BYTES = 2 * 2**20
 
 
 class DeleteRefused(ValueError):
@@ -195,6 +209,28 @@ class RunStore:
             raise WorkspaceError(f"workspace {self.workspace} cannot be used: {why}; choose a folder this user can "
                                  "write (--workspace DIR or WORKBENCH_WORKSPACE)") from None
         self._make_registered_tables()
+        self._keep_reserve()
+
+    def _keep_reserve(self) -> None:
+        """Write the reserve file when it is missing and the disk has room to spare."""
+        reserve = self.workspace / RESERVE_NAME
+        try:
+            if not reserve.exists() and shutil.disk_usage(self.workspace).free > 32 * _RESERVE_BYTES:
+                with open(reserve, "wb") as f:
+                    f.write(bytes(_RESERVE_BYTES))  # real blocks: a sparse file frees nothing
+        except OSError:
+            reserve.unlink(missing_ok=True)
+
+    def with_reserve(self, write: Callable[[], object]):
+        """Run `write`; when the disk is full, free the reserve and run it once more."""
+        try:
+            return write()
+        except StoreFull:
+            reserve = self.workspace / RESERVE_NAME
+            if not reserve.exists():
+                raise
+            reserve.unlink()
+            return write()
 
     def _make_registered_tables(self) -> None:
         """Other packages' tables, including those registered after this store was opened."""
@@ -216,7 +252,16 @@ class RunStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=30000")
             local.db, local.pid = db, os.getpid()
-        yield local.db
+        try:
+            yield local.db
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                raise
+            from backend.models.memory import size_text
+
+            free = shutil.disk_usage(self.workspace).free
+            raise StoreFull(errno.ENOSPC, f"the disk holding the run store {self.path} is full ({size_text(free)} "
+                                          "free): free some space; what was saved before is kept") from None
 
     def connect(self):
         """A connection for reads (a context manager); writes that read first use `transaction`."""
@@ -315,8 +360,12 @@ class RunStore:
         sql = "UPDATE runs SET status=?, finished_at=?, error=COALESCE(?, error), exit_code=? WHERE id=?"
         if only_if_active:
             sql += " AND status IN ('queued','running')"
-        with self._connect() as db:
-            return db.execute(sql, (status, time.time(), error, exit_code, run_id)).rowcount > 0
+
+        def write() -> bool:
+            with self._connect() as db:
+                return db.execute(sql, (status, time.time(), error, exit_code, run_id)).rowcount > 0
+
+        return self.with_reserve(write)
 
     def requeue_for_resume(self, run_id: str, from_step: int, in_place: bool = False) -> Run:
         """Queue an ended run again as its next attempt, from a checkpoint at `from_step`: the dead attempt's

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import signal
 import sys
 import traceback
@@ -14,7 +13,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from backend.core.procs import Heartbeat, job_args
-from backend.runs.store import RunStore
+from backend.runs.store import RunStore, StoreFull
 
 # Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
 # rank can hang at exit forever. The trainer is kept until the process ends with os._exit, after everything
@@ -38,11 +37,6 @@ def run(run_id: str, workspace: str) -> int:
         return _train(store, run_id, is_main, node_main)
 
 
-# torch.save on a full disk says only "unexpected pos 576 vs 534": a failure that leaves the run's disk with less
-# than this free is taken as the disk's
-_NEARLY_FULL = 64 * 2**20
-
-
 def _resume(trainer, checkpoint: str, max_steps: int) -> None:
     """transformers' training loop resumed from a checkpoint of the last step trains one step more (it skips
     into the epoch and checks max_steps only after a step): a run killed after its last checkpoint only needs
@@ -58,13 +52,14 @@ def _resume(trainer, checkpoint: str, max_steps: int) -> None:
 
 
 def _disk_full(e: BaseException, folder) -> bool:
+    # torch.save on a full disk says only "unexpected pos 576 vs 534": a failure that leaves the run's disk
+    # nearly full is taken as the disk's
     if getattr(e, "errno", None) == errno.ENOSPC or any(
             text in str(e) for text in ("No space left on device", "StorageFull")):  # safetensors, tokenizers
         return True
-    try:
-        return shutil.disk_usage(folder).free < _NEARLY_FULL
-    except OSError:
-        return False
+    from backend.runs.jobs import disk_nearly_full
+
+    return disk_nearly_full(folder)
 
 
 def _refused(e: BaseException) -> bool:
@@ -142,13 +137,16 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             print(f"run {run_id} {status}" + (f"; adapter saved to {ctx.adapter_dir}" if is_main else ""), flush=True)
         return 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the store
-        traceback.print_exc()
+        try:
+            traceback.print_exc()
+        except OSError:  # the log's disk is full: the store still says how the run ended
+            pass
         from backend.runs.jobs import EXIT_REPEATS, disk_full_message
 
         full = _disk_full(e, store.run_dir(run_id))
         code = EXIT_REPEATS if full or _refused(e) else 1  # the supervisor never auto-resumes EXIT_REPEATS
         if node_main:
-            why = f"{type(e).__name__}: {e}"
+            why = "writing the run store failed" if isinstance(e, StoreFull) else f"{type(e).__name__}: {e}"
             if full:
                 why = disk_full_message(store, run_id, why)
             store.finish_run(run_id, "failed", error=why, exit_code=code)

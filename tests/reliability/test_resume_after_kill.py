@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from backend.models.memory import run_disk_need
 from backend.runs.jobs import last_checkpoint, resume_run, stop_run, submit_run
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
@@ -48,6 +49,11 @@ def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, wo
         assert "resuming from" in (store.run_dir(run.id) / "train.log").read_text()
         assert store.get_run(steady.id).status == "completed"
         assert _same_adapter(store, steady.id, run.id)
+        # the disk check's estimate holds what a PPO run writes: value model and resume files included
+        folder = store.run_dir(steady.id)
+        written = sum(f.stat().st_size for part in ("checkpoints", "adapter") for f in (folder / part).rglob("*"))
+        need = run_disk_need(store.get_run(steady.id).config, workspace)
+        assert 0.8 * need <= written <= need, (written, need)
     finally:
         _end(store, steady, run)
 

@@ -231,10 +231,13 @@ def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused_with_the_numb
 
     full = build_config({"model": str(tiny_model), "finetuning": "full"})
     weights = read_shape(str(tiny_model)).parameters * 4
-    assert disk_need(full, read_shape(str(tiny_model))) == 2 * 3 * weights + weights  # 2 × (weights + Adam) + model
+    small = 64 * 2**10  # the small files of a saved folder
+    assert disk_need(full, read_shape(str(tiny_model))) == 2 * (3 * weights + small) + weights + small  # + Adam
     assert jobs.disk_problem(full, tmp_path, free=10 * weights) is None
+    tokenizer = (tiny_model / "tokenizer.json").stat().st_size + (tiny_model / "tokenizer_config.json").stat().st_size
+    need = 7 * weights + 3 * (small + tokenizer)  # each saved folder has the tokenizer's files too
     assert jobs.disk_problem(full, tmp_path, free=2**20) == (
-        f"disk: the run needs about {7 * weights / 2**20:.0f} MiB for 2 checkpoints and the model, the workspace "
+        f"disk: the run needs about {need / 2**20:.0f} MiB for 2 checkpoints and the model, the workspace "
         "disk has 1 MiB free; free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a "
         "larger disk")
     lora = build_config({"model": str(tiny_model), "save_steps": 0})
@@ -267,3 +270,40 @@ def test_a_checkpoint_is_asked_for_once_the_wall_time_since_the_last_has_passed(
     save.on_save(None, None, control)
     save.on_step_end(None, None, control)
     assert not control.should_save
+
+
+def _wall_clock_rank(rank: int, port: int, results) -> None:
+    import torch.distributed as dist
+    from transformers import TrainerControl
+
+    from backend.modes.training import WallClockSave
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    save, seen = WallClockSave(minutes=1), []
+    for due_on in (1, 0):  # only rank 1's clock says a save is due, then only rank 0's
+        save.last, control = time.monotonic() - (120 if rank == due_on else 0), TrainerControl()
+        save.on_step_end(None, None, control)
+        seen.append(control.should_save)
+    results.put((rank, seen))
+    dist.destroy_process_group()
+
+
+def test_ranks_whose_clocks_differ_save_together_when_rank_0_says_so():
+    """Saving is collective: one rank saving alone would hang the others' next collective."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    context = mp.get_context("fork")
+    results = context.Queue()
+    ranks = [context.Process(target=_wall_clock_rank, args=(rank, port, results)) for rank in (0, 1)]
+    for process in ranks:
+        process.start()
+    seen = dict(results.get(timeout=60) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=30)
+    assert seen == {0: [False, True], 1: [False, True]}

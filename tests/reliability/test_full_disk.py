@@ -1,0 +1,90 @@
+"""A full disk under the workspace: the store's own writes fail with a message naming the database, the record of how
+a run ended still gets written (from the reserve), the last complete checkpoint is kept, and the run resumes once
+space is freed. On a real filesystem that fills up: a small tmpfs (needs the right to mount, as root in CI)."""
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from backend.runs.jobs import EXIT_REPEATS, last_checkpoint, resume_run, stop_run, submit_run
+from backend.runs.store import RESERVE_NAME, RunStore, StoreFull
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 96 MiB filesystem of its own."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(folder)], capture_output=True,
+                          text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _fill(folder):
+    """Take every free byte of the disk, as another program filling it would."""
+    with open(folder / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(bytes(2**16))
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_the_store_on_a_full_disk_names_it_and_still_records_how_a_run_ended(small_disk, tiny_model):
+    from tests.integration.test_ppo_runs import tiny
+
+    store = RunStore(small_disk / "ws")
+    assert (small_disk / "ws" / RESERVE_NAME).stat().st_size > 0
+    run = store.create_run(tiny(tiny_model, "sft"))
+    _fill(small_disk)
+    with pytest.raises(StoreFull) as raised:
+        for step in range(1, 10_000):  # the WAL has some room left in its pages: write until it has none
+            store.add_metrics(run.id, step, {"loss": 1.0, "padding": 2.0, "more": 3.0})
+    assert str(raised.value).startswith(f"the disk holding the run store {store.path} is full (0 MiB free)")
+    assert store.finish_run(run.id, "failed", error="the disk is full")  # from the reserve
+    assert not (small_disk / "ws" / RESERVE_NAME).exists()
+    assert RunStore(store.workspace).get_run(run.id).error == "the disk is full"
+    (small_disk / "filler").unlink()
+    RunStore(store.workspace)  # space again: the next store to open keeps a reserve again
+    assert (small_disk / "ws" / RESERVE_NAME).exists()
+
+
+def test_a_run_whose_disk_fills_fails_saying_so_keeps_its_checkpoint_and_resumes(small_disk, tiny_model):
+    from tests.integration.test_ppo_runs import tiny
+
+    store = RunStore(small_disk / "ws")
+    run = submit_run(store, tiny(tiny_model, "sft", max_steps=40, save_steps=2, save_total_limit=1, logging_steps=1))
+    try:
+        pid = wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
+        while not (found := last_checkpoint(store, run.id)):  # freeze the worker once a checkpoint is complete
+            os.kill(pid, signal.SIGSTOP)
+            if not (found := last_checkpoint(store, run.id)):
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(0.02)
+        _fill(small_disk)
+        os.kill(pid, signal.SIGCONT)
+        failed = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=60, what="the run to end")
+        assert failed.status == "failed", failed.status
+        assert f"the disk holding {store.run_dir(run.id)} is full" in failed.error
+        assert "is kept: free some space, then resume the run" in failed.error
+        assert failed.exit_code == EXIT_REPEATS  # no auto-resume into the same full disk
+        kept = last_checkpoint(store, run.id)
+        assert kept and kept[1] >= found[1]
+        (small_disk / "filler").unlink()
+        assert resume_run(store, run.id).step == kept[1]
+        done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=120, what="the resumed run")
+        assert done.status == "completed", done.error
+        assert Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss") == Counter(range(1, 41))
+    finally:
+        if store.get_run(run.id).active:
+            stop_run(store, run.id, force=True)
