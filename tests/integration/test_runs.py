@@ -93,14 +93,31 @@ def test_stop_saves_adapter_queue_moves_on_and_killed_worker_fails(tiny_model, w
     assert "last log lines" in run2.error and "step " in run2.error
 
 
-def test_a_vanished_supervisor_is_marked_interrupted(tiny_model, workspace):
+def test_a_run_whose_processes_all_vanished_is_interrupted_and_resumes_to_its_end(tiny_model, workspace):
+    """kill -9 of everything (a machine restart): `interrupted` when the store is next looked at, then resumed."""
+    from collections import Counter
+
+    from backend.runs.jobs import last_checkpoint, resume_run
+
     store = RunStore(workspace)
-    run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 5000, "max_length": 64}))
-    wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
+    run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 60, "save_steps": 5,
+                                          "max_length": 64, "logging_steps": 1}))
+    pid = wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
+    while True:  # frozen while we look: it cannot finish between the look and the kill
+        os.kill(pid, signal.SIGSTOP)
+        if last_checkpoint(store, run.id):
+            break
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.02)
     os.killpg(store.get_run(run.id).pid, signal.SIGKILL)  # the whole process group, supervisor included
     wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "interrupted", timeout=15,
              what="reconcile")
     assert "is gone" in store.get_run(run.id).error
+    step = last_checkpoint(store, run.id)[1]
+    assert resume_run(store, run.id).step == step
+    done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=120, what="the resumed run")
+    assert done.status == "completed" and done.attempt == 2, done.error
+    assert Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss") == Counter(range(1, 61))
 
 
 def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
