@@ -140,14 +140,43 @@ def test_a_value_init_run_that_is_not_a_finished_rm_run_is_refused_before_launch
     assert line.startswith("ppo.value_init_run:") and "is a ppo run, not a reward-model (rm) run" in line
 
 
-def test_ppo_trains_in_two_processes_and_logs_each_step_once(tiny_model, tmp_path):
+def test_ppo_trains_in_two_processes_resumes_after_every_process_is_killed_and_logs_each_step_once(tiny_model,
+                                                                                                      tmp_path):
+    import os
+    import signal
+    import time
+
+    from backend.core.procs import processes_of
+    from backend.runs.jobs import dispatch, last_checkpoint, resume_run
+
     store = RunStore(tmp_path)
-    run = submit_run(store, tiny(tiny_model, "ppo", num_processes=2, max_steps=2))
+    run = submit_run(store, tiny(tiny_model, "ppo", num_processes=2, max_steps=12, save_steps=2))
+    wait_for(lambda: store.get_run(run.id).worker_pid, timeout=120, what="the workers")
+    # every process of the run: the supervisor's group, and the ranks, each in a session of its own (torchrun)
+    group, ranks = store.get_run(run.id).pid, processes_of("backend.runs.worker", run.id)
+    assert len(ranks) >= 2
+
+    def signal_all(sig):
+        os.killpg(group, sig)
+        for pid in ranks:
+            os.kill(pid, sig)
+
+    while True:  # frozen while we look, killed once a checkpoint is complete
+        signal_all(signal.SIGSTOP)
+        if found := last_checkpoint(store, run.id):
+            break
+        signal_all(signal.SIGCONT)
+        time.sleep(0.01)
+    signal_all(signal.SIGKILL)
+    assert found[1] < 12, "the run ended before it could be killed"
+    wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "interrupted", timeout=15,
+             what="interrupted")
+    assert resume_run(store, run.id).step == found[1]
     wait_for(lambda: not store.get_run(run.id).active, timeout=180, every=1, what="the two-process PPO run")
     run = store.get_run(run.id)
     log = (store.run_dir(run.id) / "train.log").read_text()
     assert run.status == "completed", log[-3000:]
-    assert "processes: 2 (MULTI_CPU" in log
+    assert "processes: 2 (MULTI_CPU" in log and "resuming from" in log
     policy_losses = [m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss/policy"]
-    assert policy_losses == [1, 2]
+    assert policy_losses == list(range(1, 13))
     assert Path(run.adapter_path, "adapter_model.safetensors").exists()
