@@ -7,6 +7,9 @@ tokenizer. Each renders a prompt with `add_generation_prompt` as the beginning o
 answer, which is how TRL tells the prompt from the completion."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 MODEL_TEMPLATE = "model"  # the model's own
 
 _CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -37,7 +40,34 @@ CHAT_TEMPLATES: dict[str, str] = {
 }
 TEMPLATE_NAMES = (MODEL_TEMPLATE, *CHAT_TEMPLATES)
 
+# the tokens a family template writes that must each be one token of the model's vocabulary: read as several text
+# pieces, the model would never learn where a turn ends (mistral's [INST] is plain text in its own vocabulary)
+_MARKERS = {"chatml": ("<|im_start|>", "<|im_end|>"), "qwen": ("<|im_start|>", "<|im_end|>"),
+            "llama-3": ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+            "gemma": ("<start_of_turn>", "<end_of_turn>")}
+
 
 def template_text(name: str) -> str | None:
     """The Jinja template to set on the tokenizer; None keeps the model's own."""
     return None if name == MODEL_TEMPLATE else CHAT_TEMPLATES[name]
+
+
+def template_problem(name: str, model_folder: Path | None) -> str | None:
+    """Why the family template `name` does not fit the model whose files are in `model_folder` (its special
+    tokens are not in the vocabulary), or None; a model whose tokenizer.json is not on this machine is not
+    judged."""
+    markers = _MARKERS.get(name, ())
+    path = model_folder / "tokenizer.json" if model_folder else None
+    if not markers or path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    vocab = set((data.get("model") or {}).get("vocab") or ()) | {t.get("content") for t in data.get("added_tokens", ())}
+    if not (missing := [m for m in markers if m not in vocab]):
+        return None
+    return (f"{name} writes {', '.join(markers)}, and {', '.join(missing)} "
+            f"{'is not a token' if len(missing) == 1 else 'are not tokens'} of this model's vocabulary: it would read "
+            "each as several pieces of text and not learn where a turn ends; choose plain, the model's own template "
+            "(model), or the template of the model's family")

@@ -58,7 +58,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
     from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
-    from backend.models import ModelError, check_model, unknown_modules
+    from backend.data.templates import template_problem
+    from backend.models import ModelError, check_model, local_folder, unknown_modules
     from backend.rewards import validate_sources
 
     errors = []
@@ -69,6 +70,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     else:
         if config.finetuning == "lora" and (why := unknown_modules(config.model, config.lora.target_modules)):
             errors.append(f"lora.target_modules: {why}")
+        if why := template_problem(config.data.chat_template, local_folder(config.model)):
+            errors.append(f"data.chat_template: {why}")
     try:
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
                                         options=DataOptions.of(config))

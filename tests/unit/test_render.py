@@ -84,3 +84,20 @@ def test_a_chosen_template_replaces_the_models_own(workspace, tiny_model):
     assert r.segments == [("user: Describe a process of making crepes.\nassistant: ", False),
                           ("Making crepes is easy." + plain.eos_token + "\n", True)]
     assert template_text("model") is None
+
+
+def test_a_family_template_whose_special_tokens_the_model_lacks_is_refused_before_the_run(tiny_model, tmp_path):
+    from backend.config import ConfigError, build_config
+    from backend.data.templates import template_problem
+    from backend.runs.jobs import preflight
+
+    assert template_problem("chatml", tiny_model) is None  # SmolLM2's vocabulary has <|im_start|> and <|im_end|>
+    assert template_problem("plain", tiny_model) is None and template_problem("mistral", tiny_model) is None
+    why = template_problem("llama-3", tiny_model)
+    assert why.startswith("llama-3 writes <|start_header_id|>, <|end_header_id|>, <|eot_id|>, and "
+                          "<|start_header_id|>, <|end_header_id|>, <|eot_id|> are not tokens of this model's")
+    with pytest.raises(ConfigError) as refused:
+        preflight(build_config({"model": str(tiny_model), "max_steps": 1, "data": {"chat_template": "gemma"}}),
+                  tmp_path)
+    assert any(e.startswith("data.chat_template: gemma writes <start_of_turn>, <end_of_turn>")
+               for e in refused.value.errors), refused.value.errors
