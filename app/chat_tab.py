@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import yaml
 
+from app import i18n
 from app.formatting import error_markdown
 from backend import chat
 from backend.chat import ChatError, Sampling
@@ -35,8 +36,7 @@ DEFAULT_SOURCES = """\
   weight: 1.0
   params: {keywords: [idiot, stupid]}
 """
-COLUMNS_HELP = ("For sources that read a dataset column (exact_match, numeric_match, embedding_similarity): its "
-                "value for this prompt, as YAML, e.g. `answer: 42`.")
+
 
 
 @dataclass
@@ -128,58 +128,53 @@ def run_source_choices(store: RunStore) -> list[tuple[str, str]]:
             if getattr(r.config, "reward_sources", None)]
 
 
-def build(store: RunStore, train_sources=None) -> ChatTab:
+def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
+    """The tab's layout and events; `words` (an i18n.Translatable) is given its words."""
+    t = i18n.given(words).add
     workspace = store.workspace
     session = gr.State(ChatSession())
-    gr.Markdown("Ask two models the same thing and compare their answers as they are written: the base model, "
-                "the base with a finished run's adapter, or a merged export. Each side keeps its own conversation.",
-                elem_classes=["wb-intro"])
+    t(gr.Markdown(elem_classes=["wb-intro"]), "chat.intro", "value")
     choices = chat.model_choices(store)
     pickers, bots = [], []
     with gr.Row(equal_height=False):
         for i, side in enumerate(SIDES):
             with gr.Column(min_width=320):
-                pickers.append(gr.Dropdown(label=f"Model {side}", choices=choices, value=None,
-                                           allow_custom_value=True, filterable=True,
-                                           elem_id=f"chat-model-{side.lower()}",
-                                           info="A base model, a run (base + its adapter) or a merged export; "
-                                                "or type a model folder or Hub id."))
-                bots.append(gr.Chatbot(label=side, elem_id=f"chat-{side.lower()}", height=420,
-                                       buttons=["copy"], feedback_options=None,
-                                       placeholder=f"Model {side}'s answers appear here."))
+                pickers.append(t(gr.Dropdown(choices=choices, value=None, allow_custom_value=True, filterable=True,
+                                             elem_id=f"chat-model-{side.lower()}"),
+                                 "chat.model", info="chat.model_help", fmt={"side": side}))
+                bots.append(t(gr.Chatbot(label=side, elem_id=f"chat-{side.lower()}", height=420, buttons=["copy"],
+                                         feedback_options=None), placeholder="chat.answers_here", fmt={"side": side}))
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-        prompt = gr.Textbox(label="Prompt", placeholder="Ask both models… (Enter sends, Shift+Enter: new line)",
-                            lines=2, max_lines=8, elem_id="chat-prompt", scale=5)
+        prompt = t(gr.Textbox(lines=2, max_lines=8, elem_id="chat-prompt", scale=5), "chat.prompt",
+                   placeholder="chat.prompt_placeholder")
         with gr.Column(scale=1, min_width=240):
-            send = gr.Button("Send", variant="primary", elem_id="chat-send")
+            send = t(gr.Button(variant="primary", elem_id="chat-send"), "chat.send", "value")
             with gr.Row():
-                stop = gr.Button("Stop", variant="stop", size="sm", elem_id="chat-stop", min_width=60)
-                clear = gr.Button("Clear", size="sm", elem_id="chat-clear", min_width=60)
-                refresh = gr.Button("↻ Models", size="sm", elem_id="chat-refresh", min_width=90)
+                stop = t(gr.Button(variant="stop", size="sm", elem_id="chat-stop", min_width=60), "common.stop", "value")
+                clear = t(gr.Button(size="sm", elem_id="chat-clear", min_width=60), "chat.clear", "value")
+                refresh = t(gr.Button(size="sm", elem_id="chat-refresh", min_width=90), "chat.refresh", "value")
     status = gr.Markdown("", elem_id="chat-status")
-    with gr.Accordion("System prompt and sampling", open=False, elem_id="chat-settings"):
-        system = gr.Textbox(label="System prompt", lines=2, elem_id="chat-system",
-                            placeholder="Empty: the model's chat template decides (SmolLM2 adds its own).")
+    with t(gr.Accordion(open=False, elem_id="chat-settings"), "chat.settings"):
+        system = t(gr.Textbox(lines=2, elem_id="chat-system"), "chat.system", placeholder="chat.system_placeholder")
         with gr.Row():
-            max_new = gr.Number(label="Max new tokens", value=128, minimum=1, maximum=chat.MAX_NEW_TOKENS,
-                                precision=0, elem_id="chat-max-new-tokens")
-            temperature = gr.Number(label="Temperature", value=0.7, minimum=0, maximum=5, step=0.1,
-                                    info="0: greedy (the same answer every time).", elem_id="chat-temperature")
-            top_p = gr.Number(label="Top-p", value=0.95, minimum=0.01, maximum=1, step=0.05, elem_id="chat-top-p")
-    with gr.Accordion("Score the last answers with reward sources", open=True, elem_id="chat-scoring"):
+            max_new = t(gr.Number(value=128, minimum=1, maximum=chat.MAX_NEW_TOKENS, precision=0,
+                                  elem_id="chat-max-new-tokens"), "common.max_new_tokens")
+            temperature = t(gr.Number(value=0.7, minimum=0, maximum=5, step=0.1, elem_id="chat-temperature"),
+                            "common.temperature", info="chat.temperature_help")
+            top_p = t(gr.Number(value=0.95, minimum=0.01, maximum=1, step=0.05, elem_id="chat-top-p"), "common.top_p")
+    with t(gr.Accordion(open=True, elem_id="chat-scoring"), "chat.scoring"):
         with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-            from_run = gr.Dropdown(label="Sources of a run", choices=run_source_choices(store), value=None,
-                                   elem_id="chat-sources-run", scale=3,
-                                   info="Copies that run's reward_sources into the box below.")
-            use_train = gr.Button("Use the Train tab's sources", elem_id="chat-sources-train", scale=0,
-                                  visible=train_sources is not None, min_width=240)
+            from_run = t(gr.Dropdown(choices=run_source_choices(store), value=None, elem_id="chat-sources-run",
+                                     scale=3), "chat.from_run", info="chat.from_run_help")
+            use_train = t(gr.Button(elem_id="chat-sources-train", scale=0, visible=train_sources is not None,
+                                    min_width=240), "common.use_train_sources", "value")
         with gr.Row(equal_height=False):
-            sources = gr.Code(DEFAULT_SOURCES, language="yaml", label="Reward sources (YAML)", interactive=True,
-                              elem_id="chat-sources", lines=8, scale=3)
+            sources = t(gr.Code(DEFAULT_SOURCES, language="yaml", interactive=True, elem_id="chat-sources", lines=8,
+                                scale=3), "chat.sources")
             with gr.Column(scale=2, min_width=260):
-                columns = gr.Textbox(label="Dataset columns (optional)", info=COLUMNS_HELP, lines=2,
-                                     elem_id="chat-columns", placeholder="answer: 42")
-                score = gr.Button("Score with reward sources", variant="secondary", elem_id="chat-score")
+                columns = t(gr.Textbox(lines=2, elem_id="chat-columns", placeholder="answer: 42"), "chat.columns",
+                            info="chat.columns_help")
+                score = t(gr.Button(variant="secondary", elem_id="chat-score"), "chat.score", "value")
         scores = gr.Markdown("", elem_id="chat-scores")
 
     # ---- handlers ----
@@ -361,7 +356,7 @@ def build(store: RunStore, train_sources=None) -> ChatTab:
     from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")
     if train_sources is not None:
         use_train.click(on_train_sources, set(train_sources.inputs), [sources, scores], show_progress="hidden")
-    refresh.click(on_refresh, None, [*pickers, from_run], show_progress="hidden")
+    refresh_io = dict(inputs=[pickers[1], session], outputs=[*pickers, from_run, bots[1], session])
+    refresh.click(on_refresh, **refresh_io, show_progress="hidden")
     return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots])),
-                   refresh=(on_refresh, dict(inputs=[pickers[1], session], outputs=[*pickers, from_run, bots[1],
-                                                                                    session])))
+                   refresh=(on_refresh, refresh_io))

@@ -24,7 +24,9 @@ def generation_model_choices(store: RunStore) -> list[tuple[str, str]]:
     """Models that can write answers: the base models, then finished runs (their base + adapter)."""
     from backend import labeling
 
-    return [(m, m) for m in model_choices(store)] + labeling.adapter_choices(store)
+    runs = labeling.adapter_choices(store)
+    named = {value for _, value in runs}  # a run trained on from a run lists that run once, by its name
+    return [(m, m) for m in model_choices(store) if m not in named] + runs
 
 
 def dataset_choices(store: RunStore, labels: bool = True) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
+from app import i18n
 from app.choices import run_choices
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
@@ -19,10 +20,6 @@ from backend import evals
 from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
 from backend.runs.store import RunStore
 
-HELP = ("Pick runs to overlay every metric they logged (smoothed line, raw points faint; click a run in the legend "
-        "to hide it). Below: the settings that differ between them, where each one ended and how each one's latest "
-        "evaluation (Evaluate tab) scored. "
-        "From a shell: `python launch.py compare RUN_ID RUN_ID ...`.")
 
 
 @dataclass
@@ -42,20 +39,21 @@ def _number(v) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
-def build(store: RunStore, polls: TabPolls) -> None:
-    with gr.Accordion("Compare runs", open=False, elem_id="compare"):
-        gr.Markdown(HELP, elem_classes=["wb-help"])
-        pick = gr.Dropdown(label=f"Runs to compare (up to {MAX_COMPARED})", choices=[], value=[], multiselect=True,
-                           max_choices=MAX_COMPARED, elem_id="compare-select")
+def build(store: RunStore, polls: TabPolls, words=None) -> None:
+    """The accordion; `words` (an i18n.Translatable) is given its words."""
+    w = i18n.given(words)
+    with w.add(gr.Accordion(open=False, elem_id="compare"), "compare.title"):
+        w.add(gr.Markdown(elem_classes=["wb-help"]), "compare.help", "value")
+        pick = w.add(gr.Dropdown(choices=[], value=[], multiselect=True, max_choices=MAX_COMPARED,
+                                 elem_id="compare-select"), "compare.pick", fmt={"n": MAX_COMPARED})
         plot = gr.Plot(elem_id="compare-plot", show_label=False)
         with gr.Row(equal_height=False):
-            settings = gr.Dataframe(_frame("setting", [], []), interactive=False, wrap=True, max_height=360,
-                                    label="Settings that differ", elem_id="compare-settings", scale=3)
-            finals = gr.Dataframe(_frame("metric", [], []), interactive=False, max_height=360,
-                                  label="Final values (last logged)", elem_id="compare-final", scale=2)
-        evaluated = gr.Dataframe(_frame("", [], []), interactive=False, wrap=True, visible=False,
-                                 label="Latest evaluation of each run (mean [95% interval])",
-                                 elem_id="compare-evals")
+            settings = w.add(gr.Dataframe(_frame("setting", [], []), interactive=False, wrap=True, max_height=360,
+                                          elem_id="compare-settings", scale=3), "compare.settings")
+            finals = w.add(gr.Dataframe(_frame("metric", [], []), interactive=False, max_height=360,
+                                        elem_id="compare-final", scale=2), "compare.finals")
+        evaluated = w.add(gr.Dataframe(_frame("", [], []), interactive=False, wrap=True, visible=False,
+                                       elem_id="compare-evals"), "compare.evals")
         view = gr.State(CompareView())
 
     outputs = [pick, plot, settings, finals, evaluated, view]

@@ -12,11 +12,6 @@ from app.formatting import _STATUS_COLORS
 from backend import evals
 from backend.runs.store import RUN_PREFIX, Run, RunStore
 
-SCORER_HELP = ("One scorer per line: `rouge_l`, `bleu`, `chrf`, `math` (against the reference column, or "
-               "`rouge_l:COLUMN`), or a reward source: `numeric_match:answer`, `exact_match:answer`, "
-               "`regex:PATTERN`, `length:50`, `blocklist:word,word`, `repetition`, `reward_model:run:ID`, "
-               "`embedding_similarity:answer`, `python:rewards.py`, or a JSON line "
-               '`{"type": "length", "weight": 0.5, "params": {"target": 20}}`.')
 EXAMPLE_COLUMNS = ["row", "verdict", "prompt", "reference", "A", "B", "scores A", "scores B"]
 
 

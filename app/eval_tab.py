@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from app import i18n
 from app.choices import dataset_choices, generation_model_choices
-from app.eval_render import (EXAMPLE_COLUMNS, SCORER_HELP, eval_choices, examples_frame, model_b_choices,
+from app.eval_render import (EXAMPLE_COLUMNS, eval_choices, examples_frame, model_b_choices,
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
                              win_figure)
 from app.formatting import error_markdown
@@ -24,10 +25,7 @@ from backend.runs.store import RUN_PREFIX, RunStore
 
 log = logging.getLogger(__name__)
 GEN = evals.Generation()  # the form's defaults are the schema's
-INTRO = ("Generate with each model on an evaluation set and score the answers; the first model is the baseline "
-         "the others are compared with (`base`: the base model of the others). It runs in the background and "
-         "queues for the training slot; from a shell: `python launch.py eval --model run:ID --against base "
-         "--dataset FILE --scorer numeric_match:answer`.")
+
 
 
 @dataclass
@@ -56,53 +54,56 @@ def heldout_choices(store: RunStore) -> list[tuple[str, str]]:
             if r.config.eval.split > 0]
 
 
-def build(store: RunStore, polls: TabPolls) -> EvalTab:
-    gr.Markdown(INTRO, elem_classes=["wb-intro"])
+def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
+    """The tab's layout and events; `words` (an i18n.Translatable) is given its words."""
+    t = i18n.given(words).add
+    t(gr.Markdown(elem_classes=["wb-intro"]), "eval.intro", "value")
     with gr.Row(equal_height=False):
         with gr.Column(scale=2):
-            models = gr.Dropdown(label="Models (the first is the baseline)", choices=model_options(store),
-                                 value=[], multiselect=True, allow_custom_value=True, elem_id="eval-models")
-            dataset = gr.Dropdown(label="Evaluation set", choices=heldout_choices(store) +
-                                  dataset_choices(store, labels=False), value="demo-math", allow_custom_value=True,
-                                  elem_id="eval-dataset")
+            models = t(gr.Dropdown(choices=model_options(store), value=[], multiselect=True, allow_custom_value=True,
+                                   elem_id="eval-models"), "eval.models")
+            dataset = t(gr.Dropdown(choices=heldout_choices(store) + dataset_choices(store, labels=False),
+                                    value="demo-math", allow_custom_value=True, elem_id="eval-dataset"), "eval.dataset")
             with gr.Row():
-                prompt_column = gr.Textbox(label="Prompt column", placeholder="auto", elem_id="eval-prompt-column")
-                reference_column = gr.Textbox(label="Reference column", placeholder="auto",
-                                              elem_id="eval-reference-column")
-            scorers = gr.Textbox(label="Scorers", value="numeric_match:answer", lines=3, elem_id="eval-scorers",
-                                 info=SCORER_HELP)
-            with gr.Accordion("Generation", open=False):
+                prompt_column = t(gr.Textbox(elem_id="eval-prompt-column"), "eval.prompt_column",
+                                  placeholder="eval.auto")
+                reference_column = t(gr.Textbox(elem_id="eval-reference-column"), "eval.reference_column",
+                                     placeholder="eval.auto")
+            scorers = t(gr.Textbox(value="numeric_match:answer", lines=3, elem_id="eval-scorers"), "eval.scorers",
+                        info="eval.scorers_help")
+            with t(gr.Accordion(open=False), "eval.generation"):
                 with gr.Row():
-                    limit = gr.Number(label="Row limit (empty: all)", value=32, precision=0, elem_id="eval-limit")
-                    max_new_tokens = gr.Number(label="Max new tokens", value=GEN.max_new_tokens, precision=0,
-                                               elem_id="eval-max-new-tokens")
-                    batch_size = gr.Number(label="Batch size", value=GEN.batch_size, precision=0,
-                                           elem_id="eval-batch-size")
+                    limit = t(gr.Number(value=32, precision=0, elem_id="eval-limit"), "eval.limit")
+                    max_new_tokens = t(gr.Number(value=GEN.max_new_tokens, precision=0, elem_id="eval-max-new-tokens"),
+                                       "common.max_new_tokens")
+                    batch_size = t(gr.Number(value=GEN.batch_size, precision=0, elem_id="eval-batch-size"),
+                                   "eval.batch_size")
                 with gr.Row():
-                    sample = gr.Checkbox(label="Sample (off: greedy, reproducible)", value=GEN.do_sample)
-                    temperature = gr.Number(label="Temperature", value=GEN.temperature)
-                    top_p = gr.Number(label="Top-p", value=GEN.top_p)
-                    samples = gr.Number(label="Answers per prompt (pass@k)", value=GEN.samples, precision=0)
-                    seed = gr.Number(label="Seed", value=GEN.seed, precision=0)
-            name = gr.Textbox(label="Name (optional)", elem_id="eval-name")
+                    sample = t(gr.Checkbox(value=GEN.do_sample), "eval.sample")
+                    temperature = t(gr.Number(value=GEN.temperature), "common.temperature")
+                    top_p = t(gr.Number(value=GEN.top_p), "common.top_p")
+                    samples = t(gr.Number(value=GEN.samples, precision=0), "eval.samples")
+                    seed = t(gr.Number(value=GEN.seed, precision=0), "common.seed")
+            name = t(gr.Textbox(elem_id="eval-name"), "eval.name")
             with gr.Row():
-                start = gr.Button("Start evaluation", variant="primary", elem_id="eval-start")
-                stop = gr.Button("Stop", variant="stop", elem_id="eval-stop")
+                start = t(gr.Button(variant="primary", elem_id="eval-start"), "eval.start", "value")
+                stop = t(gr.Button(variant="stop", elem_id="eval-stop"), "common.stop", "value")
             message = gr.Markdown("", elem_id="eval-message")
         with gr.Column(scale=3):
-            select = gr.Dropdown(label="Evaluation", choices=eval_choices(store), value=None, elem_id="eval-select")
+            select = t(gr.Dropdown(choices=eval_choices(store), value=None, elem_id="eval-select"), "eval.select")
             progress = gr.HTML(progress_html(None), elem_id="eval-progress")
-            results = gr.Dataframe(interactive=False, wrap=True, elem_id="eval-results", label="Results")
+            results = t(gr.Dataframe(interactive=False, wrap=True, elem_id="eval-results"), "eval.results")
             wins = gr.Plot(show_label=False, elem_id="eval-wins")
             with gr.Row():
-                category = gr.Radio(list(evals.CATEGORIES), value="all", label="Examples", elem_id="eval-category")
-                other = gr.Dropdown(label="Model B", choices=[], value=None, elem_id="eval-other")
-            table = gr.Dataframe(headers=EXAMPLE_COLUMNS, interactive=False, wrap=True, max_height=460,
-                                 elem_id="eval-examples", label="Examples")
+                category = t(gr.Radio(list(evals.CATEGORIES), value="all", elem_id="eval-category"), "eval.examples",
+                             choices=[(f"eval.category.{c.replace(' ', '_')}", c) for c in evals.CATEGORIES])
+                other = t(gr.Dropdown(choices=[], value=None, elem_id="eval-other"), "eval.model_b")
+            table = t(gr.Dataframe(headers=EXAMPLE_COLUMNS, interactive=False, wrap=True, max_height=460,
+                                   elem_id="eval-examples"), "eval.examples")
             with gr.Row():
-                jsonl = gr.Button("Predictions (.jsonl)", elem_id="eval-download-jsonl")
-                parquet = gr.Button("Predictions (.parquet)", elem_id="eval-download-parquet")
-            file = gr.File(label="Download", interactive=False, visible=False, elem_id="eval-file")
+                jsonl = t(gr.Button(elem_id="eval-download-jsonl"), "eval.predictions_jsonl", "value")
+                parquet = t(gr.Button(elem_id="eval-download-parquet"), "eval.predictions_parquet", "value")
+            file = t(gr.File(interactive=False, visible=False, elem_id="eval-file"), "common.download")
     shown = gr.State(None)  # (id, status, done) last rendered: the poll skips an unchanged evaluation
 
     def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,

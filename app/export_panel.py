@@ -9,16 +9,12 @@ import logging
 
 import gradio as gr
 
+from app import i18n
 from app.formatting import error_markdown
 from backend import export
 from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
-INTRO = ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer and chat "
-         "template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the base weights "
-         "(safetensors) for plain `AutoModelForCausalLM` (reward models: `AutoModelForSequenceClassification`). "
-         "Each comes with a model card (README.md: config, final metrics, a metrics plot, how to load it). "
-         "From a shell: `python launch.py export RUN_ID --out DIR [--merge] [--zip]`.")
 
 
 def result_markdown(result: export.ExportResult) -> str:
@@ -33,15 +29,18 @@ def result_markdown(result: export.ExportResult) -> str:
     return "\n".join(lines)
 
 
-def build(store: RunStore, select: gr.Dropdown) -> None:
-    """The accordion; `select` is the Runs tab's run picker (its value is the run id)."""
-    with gr.Accordion("Export", open=False, elem_id="export"):
-        gr.Markdown(INTRO, elem_classes=["wb-help"])
+def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
+    """The accordion; `select` is the Runs tab's run picker (its value is the run id); `words` (an
+    i18n.Translatable) is given its words."""
+    w = i18n.given(words)
+    with w.add(gr.Accordion(open=False, elem_id="export"), "export.title"):
+        w.add(gr.Markdown(elem_classes=["wb-help"]), "export.intro", "value")
         with gr.Row():
-            zip_button = gr.Button("Download adapter (.zip)", variant="primary", elem_id="export-zip", min_width=160)
-            merge_button = gr.Button("Export merged model", elem_id="export-merge", min_width=160)
+            zip_button = w.add(gr.Button(variant="primary", elem_id="export-zip", min_width=160), "export.zip",
+                               "value")
+            merge_button = w.add(gr.Button(elem_id="export-merge", min_width=160), "export.merge", "value")
         status = gr.Markdown("", elem_id="export-status")
-        file = gr.File(label="Download", interactive=False, visible=False, elem_id="export-file")
+        file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
 
     def exporter(merge: bool):
         def handler(run_id, progress=gr.Progress()):

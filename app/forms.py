@@ -121,16 +121,11 @@ def edit_events(components: Sequence[gr.Component]) -> list:
     return typed + [box.input for box in components if isinstance(box, (gr.Checkbox, gr.Dropdown))]
 
 
-def build_source_editor(path: str) -> RewardSourcesEditor:
-    info = FIELDS[path]
-    return reward_editor.build(prefix="reward", sources=default_value(path), label=info.title or path,
-                               info=_editor_info(), visible=shown_for(path, default_value("mode")),
-                               container_id=elem_id(path).replace("_", "-"))
-
-
-def _editor_info() -> str:
-    return ("The reward is the weighted sum of these sources' scores; each is logged as "
-            "`rewards/<name>/mean`. Try them on a few completions in the Reward playground tab.")
+def build_source_editor(path: str, words=None) -> RewardSourcesEditor:
+    """The editor titled like its setting (`path`'s label in the chosen language) with the reward's help."""
+    return reward_editor.build(prefix="reward", sources=default_value(path), title_key=path, info_key="reward.info",
+                               visible=shown_for(path, default_value("mode")),
+                               container_id=elem_id(path).replace("_", "-"), words=words)
 
 
 def _section(path: str) -> str:
@@ -185,9 +180,11 @@ def build_settings(components: dict[str, gr.Component], skip: Sequence[str] = ()
                 with gr.Row(equal_height=True):
                     for p in simple[i:i + per_row]:
                         components[p] = build_component(p)
+                        if words is not None and _is_list(p):
+                            words.add(components[p], placeholder="form.comma_separated")
             for p in paths:
                 if is_source_list(p):  # a whole-width editor of its own
-                    components[p] = build_source_editor(p)
+                    components[p] = build_source_editor(p, words)
         sections.append(Section(col, paths, section, title))
 
     def blocks(paths: list[str]):

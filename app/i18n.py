@@ -17,6 +17,7 @@ import gradio as gr
 
 from backend.config.build import field_paths
 from backend.config.zh import ZH
+from backend.rewards.spec import RewardSourceConfig
 
 LANGUAGES = {"en": "English", "zh": "中文"}
 DEFAULT = "en"
@@ -53,6 +54,289 @@ UI: dict[str, tuple[str, str]] = {
     "section.lora": ("LoRA", "LoRA"),
     "section.ppo": ("PPO", "PPO"),
     "section.rl": ("Reinforcement learning", "强化学习"),
+    # the page and words several tabs share
+    "page.title": ("RL post-training workbench", "RL 后训练工作台"),
+    "page.workspace": ("workspace", "工作区"),
+    "page.warning": ("Warning:", "警告："),
+    "common.dataset": ("Dataset", "数据集"),
+    "common.download": ("Download", "下载"),
+    "common.max_new_tokens": ("Max new tokens", "最大生成长度"),
+    "common.seed": ("Seed", "随机种子"),
+    "common.stop": ("Stop", "停止"),
+    "common.temperature": ("Temperature", "温度系数"),
+    "common.top_p": ("Top-p", "Top-p 采样值"),
+    "common.use_train_sources": ("Use the Train tab's sources", "使用训练页的奖励来源"),
+    "form.comma_separated": ("comma-separated", "用逗号分隔"),
+    # Train
+    "train.preset": ("Preset", "预设"),
+    "train.load_preset": ("Load preset", "载入预设"),
+    "train.save_as": ("Save these settings as", "将当前设置保存为"),
+    "train.save_preset": ("Save preset", "保存预设"),
+    "train.cli": ("Same run from a terminal", "在终端中运行同样的训练"),
+    # the reward-sources editor (Train tab and Reward playground)
+    "reward.info": ("The reward is the weighted sum of these sources' scores; each is logged as `rewards/<name>/mean`. "
+                    "Try them on a few completions in the Reward playground tab.",
+                    "奖励是这些来源得分的加权和；每个来源记录为 `rewards/<name>/mean`。可先在“奖励试验场”页用几条回答试一试。"),
+    **{f"reward.field.{name}": (RewardSourceConfig.model_fields[name].title + (" (YAML)" if name == "params" else ""),
+                                zh) for name, zh in (("type", "类型"), ("name", "名称"), ("weight", "权重"),
+                                                     ("params", "参数（YAML）"), ("role", "作用"), ("budget", "预算"),
+                                                     ("when", "仅当"))},
+    "reward.name_placeholder": ("the kind", "同类型名"),
+    "reward.budget_placeholder": ("cost only", "仅限代价"),
+    "reward.when_placeholder": ("always", "总是"),
+    "reward.remove": ("Remove", "移除"),
+    "reward.add_kind": ("Kind of the new source", "新来源的类型"),
+    "reward.add": ("Add a reward source", "添加奖励来源"),
+    "reward.kinds": ("Kinds:", "类型："),
+    # Runs
+    "runs.table": ("Runs (click a row to select it)", "运行列表（点击一行以选中）"),
+    "runs.note": ("Note (saved when you press Enter or leave the box)", "备注（按回车或离开输入框时保存）"),
+    "runs.note_placeholder": ("e.g. lr too high, diverged at step 40", "例如：学习率过高，第 40 步发散"),
+    "runs.confirm_delete": ("Confirm delete", "确认删除"),
+    "runs.samples": ("**Samples**: what the policy wrote at logging steps and how each reward source scored it",
+                     "**样本**：策略在记录步生成的内容，以及各奖励来源给出的分数"),
+    "runs.step": ("Step", "步数"),
+    "runs.log": ("**Log** (last lines)", "**日志**（最后几行）"),
+    "runs.adapter": ("Adapter (PEFT folder)", "适配器（PEFT 文件夹）"),
+    "runs.adapter_placeholder": ("written when the run ends", "运行结束时写入"),
+    "runs.config": ("Run config", "运行配置"),
+    "export.title": ("Export", "导出"),
+    "export.intro": ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer "
+                     "and chat template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the "
+                     "base weights (safetensors) for plain `AutoModelForCausalLM` (reward models: "
+                     "`AutoModelForSequenceClassification`). Each comes with a model card (README.md: config, final "
+                     "metrics, a metrics plot, how to load it). From a shell: "
+                     "`python launch.py export RUN_ID --out DIR [--merge] [--zip]`.",
+                     "**适配器**：标准的 PEFT 文件夹（`adapter_config.json`、`adapter_model.safetensors`、分词器和对话模板），"
+                     "用 `PeftModel.from_pretrained` 加载。**合并模型**：适配器并入基座权重（safetensors），直接用 "
+                     "`AutoModelForCausalLM` 加载（奖励模型用 `AutoModelForSequenceClassification`）。两者都附带模型卡"
+                     "（README.md：配置、最终指标、指标曲线图和加载方法）。命令行："
+                     "`python launch.py export RUN_ID --out DIR [--merge] [--zip]`。"),
+    "export.zip": ("Download adapter (.zip)", "下载适配器（.zip）"),
+    "export.merge": ("Export merged model", "导出合并模型"),
+    "compare.title": ("Compare runs", "对比运行"),
+    "compare.help": ("Pick runs to overlay every metric they logged (smoothed line, raw points faint; click a run in "
+                     "the legend to hide it). Below: the settings that differ between them, where each one ended and "
+                     "how each one's latest evaluation (Evaluate tab) scored. "
+                     "From a shell: `python launch.py compare RUN_ID RUN_ID ...`.",
+                     "选择几个运行，把它们记录的每个指标叠加在同一张图上（平滑曲线，原始点较淡；点击图例中的运行可隐藏它）。"
+                     "下方依次是：它们之间不同的设置、各自的最终值，以及各自最近一次评估（评估页）的得分。"
+                     "命令行：`python launch.py compare RUN_ID RUN_ID ...`。"),
+    "compare.pick": ("Runs to compare (up to {n})", "要对比的运行（最多 {n} 个）"),
+    "compare.settings": ("Settings that differ", "不同的设置"),
+    "compare.finals": ("Final values (last logged)", "最终值（最后一次记录）"),
+    "compare.evals": ("Latest evaluation of each run (mean [95% interval])", "各运行最近一次评估（均值 [95% 区间]）"),
+    # Evaluate
+    "eval.intro": ("Generate with each model on an evaluation set and score the answers; the first model is the "
+                   "baseline the others are compared with (`base`: the base model of the others). It runs in the "
+                   "background and queues for the training slot; from a shell: `python launch.py eval --model run:ID "
+                   "--against base --dataset FILE --scorer numeric_match:answer`.",
+                   "让每个模型在评估集上生成回答并打分；第一个模型是基线，其余模型都与它比较（`base`：其余模型的基座模型）。"
+                   "评估在后台运行，与训练共用同一个执行槽位排队；命令行：`python launch.py eval --model run:ID "
+                   "--against base --dataset FILE --scorer numeric_match:answer`。"),
+    "eval.models": ("Models (the first is the baseline)", "模型（第一个为基线）"),
+    "eval.dataset": ("Evaluation set", "评估集"),
+    "eval.prompt_column": ("Prompt column", "提示列"),
+    "eval.reference_column": ("Reference column", "参考答案列"),
+    "eval.auto": ("auto", "自动"),
+    "eval.scorers": ("Scorers", "评分器"),
+    "eval.scorers_help": ("One scorer per line: `rouge_l`, `bleu`, `chrf`, `math` (against the reference column, or "
+                          "`rouge_l:COLUMN`), or a reward source: `numeric_match:answer`, `exact_match:answer`, "
+                          "`regex:PATTERN`, `length:50`, `blocklist:word,word`, `repetition`, `reward_model:run:ID`, "
+                          "`embedding_similarity:answer`, `python:rewards.py`, or a JSON line "
+                          '`{"type": "length", "weight": 0.5, "params": {"target": 20}}`.',
+                          "每行一个评分器：`rouge_l`、`bleu`、`chrf`、`math`（与参考答案列比较，或写成 `rouge_l:COLUMN`），"
+                          "或一个奖励来源：`numeric_match:answer`、`exact_match:answer`、`regex:PATTERN`、`length:50`、"
+                          "`blocklist:word,word`、`repetition`、`reward_model:run:ID`、`embedding_similarity:answer`、"
+                          "`python:rewards.py`，或一行 JSON："
+                          '`{"type": "length", "weight": 0.5, "params": {"target": 20}}`。'),
+    "eval.generation": ("Generation", "生成设置"),
+    "eval.limit": ("Row limit (empty: all)", "行数上限（留空：全部）"),
+    "eval.batch_size": ("Batch size", "批处理大小"),
+    "eval.sample": ("Sample (off: greedy, reproducible)", "采样（关闭：贪心解码，可复现）"),
+    "eval.samples": ("Answers per prompt (pass@k)", "每个提示的回答数（pass@k）"),
+    "eval.name": ("Name (optional)", "名称（可选）"),
+    "eval.start": ("Start evaluation", "开始评估"),
+    "eval.select": ("Evaluation", "评估任务"),
+    "eval.results": ("Results", "结果"),
+    "eval.examples": ("Examples", "样例"),
+    "eval.category.all": ("all", "全部"),
+    "eval.category.B_better": ("B better", "B 更好"),
+    "eval.category.A_better": ("A better", "A 更好"),
+    "eval.category.same": ("same", "相同"),
+    "eval.category.both_wrong": ("both wrong", "都错"),
+    "eval.model_b": ("Model B", "模型 B"),
+    "eval.predictions_jsonl": ("Predictions (.jsonl)", "预测结果（.jsonl）"),
+    "eval.predictions_parquet": ("Predictions (.parquet)", "预测结果（.parquet）"),
+    # Sweeps
+    "sweeps.intro": ("Search settings with Optuna's Bayesian (TPE) sampler. Every trial is an ordinary run (it shows "
+                     "in **Runs** with live plots); the sweep runs on its own, so closing this page never stops it. "
+                     "Trials are whole runs: keep the base's `max_steps` small.",
+                     "用 Optuna 的贝叶斯（TPE）采样器搜索超参数。每次试验都是一个普通的运行（在**运行**页显示实时曲线）；"
+                     "搜索独立运行，关闭本页面不会停止它。每次试验都是完整的训练：请把基础配置的 `max_steps` 设小一些。"),
+    "sweeps.new": ("New sweep", "新建超参搜索"),
+    "sweeps.spec_preset": ("Load a sweep preset", "载入搜索预设"),
+    "sweeps.base_preset": ("Base: a run preset", "基础配置：一个运行预设"),
+    "sweeps.from_train": ("Use the Train tab's settings as the base", "以训练页的设置作为基础配置"),
+    "sweeps.base": ("Base run config (YAML; every trial starts from it)", "基础运行配置（YAML；每次试验都从它出发）"),
+    "sweeps.objective": ("**Objective**: a metric the trainer logs, reduced to one value per run",
+                         "**优化目标**：训练器记录的一个指标，每个运行归约为一个值"),
+    "sweeps.metric": ("Metric", "指标"),
+    "sweeps.direction": ("Direction", "方向"),
+    "sweeps.minimize": ("minimize", "最小化"),
+    "sweeps.maximize": ("maximize", "最大化"),
+    "sweeps.reduce": ("Run's value", "运行的取值"),
+    "sweeps.reduce.last": ("last value", "最后一个值"),
+    "sweeps.reduce.mean_last": ("mean of the last k", "最后 k 个值的均值"),
+    "sweeps.reduce.best": ("best value", "最佳值"),
+    "sweeps.last_k": ("k (mean of the last k)", "k（最后 k 个值的均值）"),
+    "sweeps.trials": ("Trials", "试验次数"),
+    "sweeps.name": ("Sweep name", "搜索名称"),
+    "sweeps.name_placeholder": ("generated", "自动生成"),
+    "sweeps.prune": ("Prune poor trials early (stop a trial whose metric is worse than the median of earlier trials "
+                     "at the same step)", "提前剪枝较差的试验（某次试验的指标在同一步上差于之前试验的中位数时停止它）"),
+    "sweeps.space": ("**Search space**: the settings to search; a new row's range sits around the base's value",
+                     "**搜索空间**：要搜索的设置；新增一行时，其范围围绕基础配置中的取值"),
+    "sweeps.setting": ("Setting", "设置项"),
+    "sweeps.kind": ("Kind", "类型"),
+    "sweeps.low": ("Low", "下限"),
+    "sweeps.high": ("High", "上限"),
+    "sweeps.choices": ("Choices (categorical, comma-separated)", "候选值（类别型，用逗号分隔）"),
+    "sweeps.add": ("+ Add a setting", "+ 添加设置项"),
+    "sweeps.start": ("Start sweep", "开始搜索"),
+    "sweeps.table": ("Sweeps (click a row to select it)", "超参搜索列表（点击一行以选中）"),
+    "sweeps.select": ("Selected sweep", "所选搜索"),
+    "sweeps.stop": ("Stop sweep", "停止搜索"),
+    "sweeps.more": ("Trials to add on resume", "恢复时追加的试验数"),
+    "sweeps.resume": ("Resume", "恢复"),
+    "sweeps.trials_table": ("Trials (★ best; click a row to open its run)", "试验（★ 最佳；点击一行打开对应的运行）"),
+    "sweeps.best": ("Best trial's run config (copy it, or train it)", "最佳试验的运行配置（可复制，或直接训练）"),
+    "sweeps.best_to_train": ("Open it in the Train tab", "在训练页中打开"),
+    "sweeps.train_best": ("Train the best config", "训练最佳配置"),
+    # Reward playground
+    "play.intro": ("Try reward sources on a few completions before training with them: do they tell good answers "
+                   "from bad ones, or is one stuck at a single value?",
+                   "在用奖励来源训练之前，先拿几条回答试一试：它们能否区分好回答和坏回答，还是某个来源总给出同一个值？"),
+    "play.sources": ("Reward sources", "奖励来源"),
+    "play.prompts": ("Prompts", "提示"),
+    "play.first": ("First row", "起始行"),
+    "play.count": ("Prompts", "提示数"),
+    "play.completions": ("Completions", "回答"),
+    "play.completions_help": ("One per line, or blocks separated by a `{sep}` line; one per prompt, or the same number "
+                              "for each prompt in prompt order. Generate fills this box; edit it freely.",
+                              "每行一条，或用单独一行 `{sep}` 分隔成多段；每个提示一条，或每个提示相同条数（按提示顺序）。"
+                              "“生成”会填入此框，可随意编辑。"),
+    "play.generate_with": ("Generate with a model", "用模型生成"),
+    "play.num_help": ("Sampled for each prompt.", "每个提示采样的条数。"),
+    "play.max_new_help": ("Per completion.", "每条回答的上限。"),
+    "play.temperature_help": ("0: greedy.", "0：贪心解码。"),
+    "play.generate": ("Generate", "生成"),
+    "play.lambda": ("λ for costs", "代价的 λ"),
+    "play.lambda_help": ("Each unit of a cost source's cost takes λ off the total.", "代价来源的每单位代价从总分中扣去 λ。"),
+    "play.score": ("Score", "打分"),
+    "play.summary_empty": ("Score some completions to see each source's mean and spread here.",
+                           "给一些回答打分后，这里会显示每个来源的均值和离散程度。"),
+    # Chat
+    "chat.intro": ("Ask two models the same thing and compare their answers as they are written: the base model, the "
+                   "base with a finished run's adapter, or a merged export. Each side keeps its own conversation.",
+                   "向两个模型提同样的问题，边生成边比较回答：基座模型、加上已完成运行适配器的基座模型，或导出的合并模型。"
+                   "两侧各自保留自己的对话。"),
+    "chat.model": ("Model {side}", "模型 {side}"),
+    "chat.model_help": ("A base model, a run (base + its adapter) or a merged export; or type a model folder or Hub id.",
+                        "基座模型、一个运行（基座 + 其适配器）或导出的合并模型；也可输入模型文件夹或 Hub 模型 ID。"),
+    "chat.answers_here": ("Model {side}'s answers appear here.", "模型 {side} 的回答显示在这里。"),
+    "chat.prompt": ("Prompt", "提示"),
+    "chat.prompt_placeholder": ("Ask both models… (Enter sends, Shift+Enter: new line)",
+                                "向两个模型提问……（Enter 发送，Shift+Enter 换行）"),
+    "chat.send": ("Send", "发送"),
+    "chat.clear": ("Clear", "清空"),
+    "chat.refresh": ("↻ Models", "↻ 模型"),
+    "chat.settings": ("System prompt and sampling", "系统提示词与采样"),
+    "chat.system": ("System prompt", "系统提示词"),
+    "chat.system_placeholder": ("Empty: the model's chat template decides (SmolLM2 adds its own).",
+                                "留空：由模型的对话模板决定（SmolLM2 会加上自己的）。"),
+    "chat.temperature_help": ("0: greedy (the same answer every time).", "0：贪心解码（每次回答相同）。"),
+    "chat.scoring": ("Score the last answers with reward sources", "用奖励来源给最后的回答打分"),
+    "chat.from_run": ("Sources of a run", "某个运行的奖励来源"),
+    "chat.from_run_help": ("Copies that run's reward_sources into the box below.", "把该运行的 reward_sources 复制到下面的框中。"),
+    "chat.sources": ("Reward sources (YAML)", "奖励来源（YAML）"),
+    "chat.columns": ("Dataset columns (optional)", "数据集列（可选）"),
+    "chat.columns_help": ("For sources that read a dataset column (exact_match, numeric_match, embedding_similarity): "
+                          "its value for this prompt, as YAML, e.g. `answer: 42`.",
+                          "供读取数据集列的来源使用（exact_match、numeric_match、embedding_similarity）：该列对本提示的取值，"
+                          "写成 YAML，例如 `answer: 42`。"),
+    "chat.score": ("Score with reward sources", "用奖励来源打分"),
+    # Labeling
+    "label.intro": ("Compare two answers to each prompt (or rate one) and every label is saved at once. Keys: "
+                    "**1** A better · **2** B better · **3** tie · **4** both bad · **U** undo "
+                    "(single answers: **1** good, **2** bad, **3** unsafe).",
+                    "比较每个提示的两个回答（或给单个回答评分），每条标注都会立即保存。快捷键："
+                    "**1** A 更好 · **2** B 更好 · **3** 平局 · **4** 都不好 · **U** 撤销"
+                    "（单个回答：**1** 好，**2** 差，**3** 不安全）。"),
+    "label.new": ("New labeling session", "新建标注会话"),
+    "label.mode": ("What to label", "标注内容"),
+    "label.mode.pair": ("Compare two answers (DPO, reward model)", "比较两个回答（DPO、奖励模型）"),
+    "label.mode.single": ("Rate one answer, thumbs up / down (KTO)", "给单个回答评分，赞 / 踩（KTO）"),
+    "label.compare": ("Where A and B come from", "A 和 B 的来源"),
+    "label.compare.samples": ("Two samples of one model", "同一模型的两次采样"),
+    "label.compare.models": ("Two models side by side", "两个模型并排比较"),
+    "label.name": ("Session name", "会话名称"),
+    "label.name_placeholder": ("generated when empty", "留空时自动生成"),
+    "label.model": ("Model", "模型"),
+    "label.model_help": ("A model, or a finished run (its base model + adapter).", "一个模型，或一个已完成的运行（其基座模型 + 适配器）。"),
+    "label.model_b": ("Model B", "模型 B"),
+    "label.model_b_help": ("Compared with the first model, side by side.", "与第一个模型并排比较。"),
+    "label.temperature": ("Temperature ({side})", "温度系数（{side}）"),
+    "label.overlap": ("Labels per pair", "每对的标注数"),
+    "label.overlap_help": ("Above 1: several people label each item (agreement).", "大于 1：每条由多人标注（用于一致性）。"),
+    "label.source": ("Prompts from", "提示来源"),
+    "label.source.dataset": ("A dataset column", "数据集中的一列"),
+    "label.source.upload": ("An uploaded file", "上传的文件"),
+    "label.source.typed": ("Typed prompts", "手动输入的提示"),
+    "label.column": ("Column", "列名"),
+    "label.limit": ("Prompts (first N; 0: all)", "提示数（前 N 条；0：全部）"),
+    "label.upload": ("Prompt file (.txt one per line, or .jsonl/.csv/.parquet with the column)",
+                     "提示文件（.txt 每行一条，或带该列的 .jsonl / .csv / .parquet）"),
+    "label.typed": ("Prompts, one per line (or separated by --- lines)", "提示，每行一条（或用 --- 行分隔）"),
+    "label.start": ("Start a new labeling session", "开始新的标注会话"),
+    "label.session": ("Labeling session", "标注会话"),
+    "label.annotator": ("Annotator", "标注者"),
+    "label.annotator_help": ("Recorded with each label.", "随每条标注一起记录。"),
+    "label.resume": ("Resume generation", "恢复生成"),
+    "label.choice.a": ("A is better  [1]", "A 更好  [1]"),
+    "label.choice.b": ("B is better  [2]", "B 更好  [2]"),
+    "label.choice.tie": ("Tie  [3]", "平局  [3]"),
+    "label.choice.both_bad": ("Both bad  [4]", "都不好  [4]"),
+    "label.choice.up": ("Good: thumbs up  [1]", "好：赞  [1]"),
+    "label.choice.down": ("Bad: thumbs down  [2]", "差：踩  [2]"),
+    "label.choice.unsafe": ("Unsafe: unwanted content  [3]", "不安全：不当内容  [3]"),
+    "label.undo": ("Undo last label  [U]", "撤销上一条标注  [U]"),
+    "label.note": ("Note (optional, saved with the label)", "备注（可选，随标注保存）"),
+    "label.edit_box": ("Edit the better answer before saving (optional)", "保存前修改较好的回答（可选）"),
+    "label.edit": ("Edited answer", "修改后的回答"),
+    "label.edit_help": ("Saved with the label and exported as the chosen answer (for both bad: a good answer written "
+                        "by you).", "随标注保存，并作为被选回答导出（都不好时：由你写出一个好回答）。"),
+    "label.start_from": ("Start from {side}", "从 {side} 开始"),
+    "label.export_box": ("Export and train", "导出与训练"),
+    "label.format": ("Format", "格式"),
+    "label.format.dpo": ("DPO / reward model: prompt, chosen, rejected", "DPO / 奖励模型：prompt、chosen、rejected"),
+    "label.format.kto": ("KTO: prompt, completion, label", "KTO：prompt、completion、label"),
+    "label.format.cost": ("Cost classifier: pairs, the answer tagged unsafe above the others (single answers; train a "
+                          "reward model on it, use it as a cost)",
+                          "代价分类器：成对数据，标为不安全的回答排在其他回答之上（单个回答；用它训练奖励模型，作为代价使用）"),
+    "label.file": ("File", "文件"),
+    "label.chat": ("Conversational (chat messages)", "对话格式（聊天消息）"),
+    "label.ties": ("Ties", "平局"),
+    "label.drop": ("Drop", "丢弃"),
+    "label.ties.keep": ("Keep (KTO: both good)", "保留（KTO：都算好）"),
+    "label.both_bad": ("Both bad", "都不好"),
+    "label.both_bad.keep": ("Keep (KTO: both bad; DPO: your edit beats each)", "保留（KTO：都算差；DPO：你修改的回答优于两者）"),
+    "label.export": ("Export labels", "导出标注"),
+    "label.train.dpo": ("Train DPO on these labels", "用这些标注训练 DPO"),
+    "label.train.rm": ("Train a reward model on these labels", "用这些标注训练奖励模型"),
+    "label.train.kto": ("Train KTO on these labels", "用这些标注训练 KTO"),
+    "label.summary": ("Summary", "汇总"),
+    "label.summary_refresh": ("Refresh summary", "刷新汇总"),
 }
 
 
@@ -76,29 +360,58 @@ def pick(lang) -> str:
     return lang if lang in LANGUAGES else DEFAULT
 
 
+def english(key: str) -> str:
+    return UI[key][0]
+
+
 @dataclass
 class Translatable:
-    """The page's components with words to change: settings by path, the rest by UI key and property."""
+    """The page's components with words to change: settings by path, the rest by UI key and property.
+
+    `add` gives a component its English words at once (the page is built in English from UI, never from a
+    second copy of the text) and remembers them for `updates`."""
 
     settings: dict[str, gr.Component] = field(default_factory=dict)
-    # (component, UI key, property, in bold): a section title is Markdown, "**Data**"
-    words: list[tuple[gr.Component, str, str, bool]] = field(default_factory=list)
+    # (component, property, UI key | [(UI key, value), ...] for choices | callable(lang) -> text, bold, format)
+    words: list[tuple] = field(default_factory=list)
 
-    def add(self, component, key: str, prop: str = "label", bold: bool = False):
-        self.words.append((component, key, prop, bold))
+    def add(self, component, key=None, prop: str = "label", bold: bool = False, fmt: dict | None = None, **more):
+        """`key`'s words as the component's `prop` (a section title is Markdown: bold=True gives "**Data**");
+        `more` names further properties, prop=key (info=..., placeholder=..., value=...), or for a Radio
+        choices=[(key, value), ...]: the shown labels change, the values stay. `fmt` fills {names} in the words;
+        a callable key is called with the language (text built around values, e.g. the header)."""
+        for p, k in ([(prop, key)] if key is not None else []) + list(more.items()):
+            entry = (component, p, k, bold and p == prop, fmt or {})
+            self.words.append(entry)
+            setattr(component, p, self._words(entry, DEFAULT))
         return component
+
+    @staticmethod
+    def _words(entry, lang: str):
+        _, prop, key, bold, fmt = entry
+        if callable(key):
+            return key(lang)
+        if prop == "choices":
+            return [(text(k, lang), value) for k, value in key]
+        words = text(key, lang).format(**fmt) if fmt else text(key, lang)
+        return f"**{words}**" if bold else words
 
     @property
     def components(self) -> list:
-        return [*self.settings.values(), *(c for c, *_ in self.words)]
+        return list(dict.fromkeys([*self.settings.values(), *(entry[0] for entry in self.words)]))
 
     def updates(self, lang: str) -> dict:
         lang = pick(lang)
-        out = {}
+        out: dict = {}
         for path, component in self.settings.items():
             label, help_text = setting_text(path, lang)
             out[component] = gr.update(label=label, info=help_text or None)
-        for component, key, prop, bold in self.words:
-            words = text(key, lang)
-            out[component] = gr.update(**{prop: f"**{words}**" if bold else words})
+        for entry in self.words:
+            component, prop = entry[0], entry[1]
+            out[component] = {**out.get(component, gr.update()), prop: self._words(entry, lang)}
         return out
+
+
+def given(words: Translatable | None) -> Translatable:
+    """A tab built on its own (tests) still gets its English words: from a Translatable nobody reads."""
+    return words if words is not None else Translatable()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app import i18n
 from app.choices import dataset_choices, generation_model_choices, session_choices
 from app.label_render import card, count_html, progress_html
 from backend import labeling
@@ -176,64 +177,63 @@ def browser_secret(workspace: Path) -> str:
     return path.read_text().strip()
 
 
-def layout(store: RunStore) -> LabelUI:
+def layout(store: RunStore, words=None) -> LabelUI:
+    """Every control of the tab; `words` (an i18n.Translatable) is given their words."""
+    t = i18n.given(words).add
     secret = browser_secret(store.workspace)
     remember = gr.BrowserState({}, storage_key=STORAGE_KEY + "-" + secret[:8], secret=secret, render=False)
     view = gr.State(LabelView())
-    gr.Markdown("Compare two answers to each prompt (or rate one) and every label is saved at once. Keys: "
-                "**1** A better · **2** B better · **3** tie · **4** both bad · **U** undo "
-                "(single answers: **1** good, **2** bad, **3** unsafe).", elem_classes=["wb-intro"])
-    with gr.Accordion("New labeling session", open=True, elem_id="label-new") as new_box:
+    t(gr.Markdown(elem_classes=["wb-intro"]), "label.intro", "value")
+    with t(gr.Accordion(open=True, elem_id="label-new"), "label.new") as new_box:
         with gr.Row(equal_height=True):
-            mode = gr.Radio([("Compare two answers (DPO, reward model)", "pair"),
-                             ("Rate one answer, thumbs up / down (KTO)", "single")], value="pair",
-                            label="What to label", elem_id="label-mode", scale=3)
-            compare = gr.Radio([("Two samples of one model", "samples"), ("Two models side by side", "models")],
-                               value="samples", label="Where A and B come from", elem_id="label-compare", scale=2)
-            name = gr.Textbox(label="Session name", placeholder="generated when empty", elem_id="label-name", scale=2)
+            mode = t(gr.Radio(["pair", "single"], value="pair", elem_id="label-mode", scale=3), "label.mode",
+                     choices=[("label.mode.pair", "pair"), ("label.mode.single", "single")])
+            compare = t(gr.Radio(["samples", "models"], value="samples", elem_id="label-compare", scale=2),
+                        "label.compare", choices=[("label.compare.samples", "samples"),
+                                                  ("label.compare.models", "models")])
+            name = t(gr.Textbox(elem_id="label-name", scale=2), "label.name", placeholder="label.name_placeholder")
         with gr.Row(equal_height=True):
-            model_a = gr.Dropdown(label="Model", choices=generation_model_choices(store), value=EMBEDDED_MODEL,
-                                  allow_custom_value=True, filterable=True, elem_id="label-model-a", scale=3,
-                                  info="A model, or a finished run (its base model + adapter).")
-            model_b = gr.Dropdown(label="Model B", choices=generation_model_choices(store), value=EMBEDDED_MODEL,
-                                  allow_custom_value=True, filterable=True, elem_id="label-model-b", scale=3,
-                                  visible=False, info="Compared with the first model, side by side.")
-            temp_a = gr.Number(label="Temperature (A)", value=0.8, minimum=0, maximum=5, step=0.1,
-                               elem_id="label-temperature-a", scale=1, min_width=110)
-            temp_b = gr.Number(label="Temperature (B)", value=0.8, minimum=0, maximum=5, step=0.1,
-                               elem_id="label-temperature-b", scale=1, min_width=110)
-            max_new = gr.Number(label="Max new tokens", value=labeling.GenerationSettings.max_new_tokens, minimum=1,
-                                maximum=4096, precision=0, elem_id="label-max-new-tokens", scale=1, min_width=110)
-            overlap = gr.Number(label="Labels per pair", value=1, minimum=1, maximum=20, precision=0,
-                                elem_id="label-overlap", scale=1, min_width=110,
-                                info="Above 1: several people label each item (agreement).")
+            model_a = t(gr.Dropdown(choices=generation_model_choices(store), value=EMBEDDED_MODEL,
+                                    allow_custom_value=True, filterable=True, elem_id="label-model-a", scale=3),
+                        "label.model", info="label.model_help")
+            model_b = t(gr.Dropdown(choices=generation_model_choices(store), value=EMBEDDED_MODEL,
+                                    allow_custom_value=True, filterable=True, elem_id="label-model-b", scale=3,
+                                    visible=False), "label.model_b", info="label.model_b_help")
+            temp_a = t(gr.Number(value=0.8, minimum=0, maximum=5, step=0.1, elem_id="label-temperature-a", scale=1,
+                                 min_width=110), "label.temperature", fmt={"side": "A"})
+            temp_b = t(gr.Number(value=0.8, minimum=0, maximum=5, step=0.1, elem_id="label-temperature-b", scale=1,
+                                 min_width=110), "label.temperature", fmt={"side": "B"})
+            max_new = t(gr.Number(value=labeling.GenerationSettings.max_new_tokens, minimum=1, maximum=4096,
+                                  precision=0, elem_id="label-max-new-tokens", scale=1, min_width=110),
+                        "common.max_new_tokens")
+            overlap = t(gr.Number(value=1, minimum=1, maximum=20, precision=0, elem_id="label-overlap", scale=1,
+                                  min_width=110), "label.overlap", info="label.overlap_help")
         with gr.Row(equal_height=True):
-            source = gr.Radio([("A dataset column", "dataset"), ("An uploaded file", "upload"),
-                               ("Typed prompts", "typed")], value="dataset", label="Prompts from",
-                              elem_id="label-source", scale=2)
-            dataset = gr.Dropdown(label="Dataset", choices=dataset_choices(store, labels=False), value=DEFAULT_PROMPTS,
-                                  allow_custom_value=True, filterable=True, elem_id="label-dataset", scale=2)
-            column = gr.Textbox(label="Column", value="prompt", elem_id="label-column", scale=1, min_width=100)
-            limit = gr.Number(label="Prompts (first N; 0: all)", value=0, minimum=0, precision=0,
-                              elem_id="label-limit", scale=1, min_width=120)
-            upload = gr.File(label="Prompt file (.txt one per line, or .jsonl/.csv/.parquet with the column)",
-                             file_types=list(labeling.PROMPT_FILE_TYPES), type="filepath", elem_id="label-upload",
-                             height=110, visible=False, scale=2)
-            typed = gr.Textbox(label="Prompts, one per line (or separated by --- lines)", lines=4,
-                               elem_id="label-typed", visible=False, scale=3)
+            source = t(gr.Radio(["dataset", "upload", "typed"], value="dataset", elem_id="label-source", scale=2),
+                       "label.source", choices=[("label.source.dataset", "dataset"), ("label.source.upload", "upload"),
+                                                ("label.source.typed", "typed")])
+            dataset = t(gr.Dropdown(choices=dataset_choices(store, labels=False), value=DEFAULT_PROMPTS,
+                                    allow_custom_value=True, filterable=True, elem_id="label-dataset", scale=2),
+                        "common.dataset")
+            column = t(gr.Textbox(value="prompt", elem_id="label-column", scale=1, min_width=100), "label.column")
+            limit = t(gr.Number(value=0, minimum=0, precision=0, elem_id="label-limit", scale=1, min_width=120),
+                      "label.limit")
+            upload = t(gr.File(file_types=list(labeling.PROMPT_FILE_TYPES), type="filepath", elem_id="label-upload",
+                               height=110, visible=False, scale=2), "label.upload")
+            typed = t(gr.Textbox(lines=4, elem_id="label-typed", visible=False, scale=3), "label.typed")
     with gr.Row(equal_height=True):  # outside the accordion: one click starts a session with these settings
-        start = gr.Button("Start a new labeling session", variant="primary", elem_id="label-start", scale=1)
+        start = t(gr.Button(variant="primary", elem_id="label-start", scale=1), "label.start", "value")
         new_message = gr.Markdown("", elem_id="label-message")
 
     with gr.Row(equal_height=True):
-        session = gr.Dropdown(label="Labeling session", choices=session_choices(store), value=None,
-                              elem_id="label-session", scale=4, allow_custom_value=False)
-        annotator = gr.Textbox(label="Annotator", elem_id="label-annotator", scale=2, min_width=140,
-                               info="Recorded with each label.")
+        session = t(gr.Dropdown(choices=session_choices(store), value=None, elem_id="label-session", scale=4,
+                                allow_custom_value=False), "label.session")
+        annotator = t(gr.Textbox(elem_id="label-annotator", scale=2, min_width=140), "label.annotator",
+                      info="label.annotator_help")
         count = gr.HTML(count_html(None), elem_id="label-count-box", padding=False, min_width=220, scale=1)
     progress = gr.HTML(progress_html(None, None), elem_id="label-progress")
     with gr.Row(equal_height=True):
-        resume = gr.Button("Resume generation", size="sm", elem_id="label-resume", visible=False, scale=0)
+        resume = t(gr.Button(size="sm", elem_id="label-resume", visible=False, scale=0), "label.resume", "value")
     item_box = gr.Textbox(visible=False, elem_id="label-item")  # the shown item's id, sent with each label
     prompt = gr.HTML(card("label-prompt", "", "prompt", "Prompt"), elem_id="label-prompt-box", padding=False)
     with gr.Row(equal_height=False):
@@ -247,55 +247,49 @@ def layout(store: RunStore) -> LabelUI:
         with gr.Column(scale=5):
             with gr.Row(visible=True) as pair_buttons:
                 choice_buttons = {
-                    "a": gr.Button("A is better  [1]", variant="primary", elem_id="label-choice-a"),
-                    "b": gr.Button("B is better  [2]", variant="primary", elem_id="label-choice-b"),
-                    "tie": gr.Button("Tie  [3]", elem_id="label-choice-tie"),
-                    "both_bad": gr.Button("Both bad  [4]", elem_id="label-choice-both-bad"),
+                    "a": gr.Button(variant="primary", elem_id="label-choice-a"),
+                    "b": gr.Button(variant="primary", elem_id="label-choice-b"),
+                    "tie": gr.Button(elem_id="label-choice-tie"),
+                    "both_bad": gr.Button(elem_id="label-choice-both-bad"),
                 }
             with gr.Row(visible=False) as single_buttons:
-                choice_buttons["up"] = gr.Button("Good: thumbs up  [1]", variant="primary", elem_id="label-choice-up")
-                choice_buttons["down"] = gr.Button("Bad: thumbs down  [2]", variant="stop", elem_id="label-choice-down")
-                choice_buttons["unsafe"] = gr.Button("Unsafe: unwanted content  [3]", variant="stop",
-                                                     elem_id="label-choice-unsafe")
-        undo = gr.Button("Undo last label  [U]", elem_id="label-undo", scale=1, min_width=160)
-    note = gr.Textbox(label="Note (optional, saved with the label)", elem_id="label-note", max_lines=2)
-    with gr.Accordion("Edit the better answer before saving (optional)", open=False, elem_id="label-edit-box"):
-        edit = gr.Textbox(label="Edited answer", lines=4, elem_id="label-edit",
-                          info="Saved with the label and exported as the chosen answer (for both bad: a good answer "
-                               "written by you).")
+                choice_buttons["up"] = gr.Button(variant="primary", elem_id="label-choice-up")
+                choice_buttons["down"] = gr.Button(variant="stop", elem_id="label-choice-down")
+                choice_buttons["unsafe"] = gr.Button(variant="stop", elem_id="label-choice-unsafe")
+            for choice, button in choice_buttons.items():
+                t(button, f"label.choice.{choice}", "value")
+        undo = t(gr.Button(elem_id="label-undo", scale=1, min_width=160), "label.undo", "value")
+    note = t(gr.Textbox(elem_id="label-note", max_lines=2), "label.note")
+    with t(gr.Accordion(open=False, elem_id="label-edit-box"), "label.edit_box"):
+        edit = t(gr.Textbox(lines=4, elem_id="label-edit"), "label.edit", info="label.edit_help")
         with gr.Row():
-            from_a = gr.Button("Start from A", size="sm", elem_id="label-edit-from-a")
-            from_b = gr.Button("Start from B", size="sm", elem_id="label-edit-from-b")
+            from_a = t(gr.Button(size="sm", elem_id="label-edit-from-a"), "label.start_from", "value", fmt={"side": "A"})
+            from_b = t(gr.Button(size="sm", elem_id="label-edit-from-b"), "label.start_from", "value", fmt={"side": "B"})
     status = gr.Markdown("", elem_id="label-status")
 
-    with gr.Accordion("Export and train", open=False, elem_id="label-export-box"):
+    with t(gr.Accordion(open=False, elem_id="label-export-box"), "label.export_box"):
         with gr.Row(equal_height=True):
-            fmt = gr.Radio([("DPO / reward model: prompt, chosen, rejected", "dpo"),
-                            ("KTO: prompt, completion, label", "kto"),
-                            ("Cost classifier: pairs, the answer tagged unsafe above the others (single answers; "
-                             "train a reward model on it, use it as a cost)", "cost")], value="dpo", label="Format",
-                           elem_id="label-export-format", scale=3)
-            file_type = gr.Radio([("JSONL", ".jsonl"), ("Parquet", ".parquet")], value=".jsonl", label="File",
-                                 elem_id="label-export-type", scale=1)
-            chat = gr.Checkbox(value=True, label="Conversational (chat messages)", elem_id="label-export-chat", scale=1)
+            fmt = t(gr.Radio(["dpo", "kto", "cost"], value="dpo", elem_id="label-export-format", scale=3),
+                    "label.format", choices=[(f"label.format.{f}", f) for f in ("dpo", "kto", "cost")])
+            file_type = t(gr.Radio([("JSONL", ".jsonl"), ("Parquet", ".parquet")], value=".jsonl",
+                                   elem_id="label-export-type", scale=1), "label.file")
+            chat = t(gr.Checkbox(value=True, elem_id="label-export-chat", scale=1), "label.chat")
         with gr.Row(equal_height=True):
-            ties = gr.Radio([("Drop", "drop"), ("Keep (KTO: both good)", "keep")], value="drop", label="Ties",
-                            elem_id="label-export-ties")
-            both_bad = gr.Radio([("Drop", "drop"), ("Keep (KTO: both bad; DPO: your edit beats each)", "keep")],
-                                value="drop", label="Both bad", elem_id="label-export-both-bad")
+            ties = t(gr.Radio(["drop", "keep"], value="drop", elem_id="label-export-ties"), "label.ties",
+                     choices=[("label.drop", "drop"), ("label.ties.keep", "keep")])
+            both_bad = t(gr.Radio(["drop", "keep"], value="drop", elem_id="label-export-both-bad"), "label.both_bad",
+                         choices=[("label.drop", "drop"), ("label.both_bad.keep", "keep")])
         with gr.Row(equal_height=False):
-            export = gr.Button("Export labels", variant="primary", elem_id="label-export", scale=1)
-            export_file = gr.File(label="Download", elem_id="label-export-file", interactive=False, height=80, scale=2)
+            export = t(gr.Button(variant="primary", elem_id="label-export", scale=1), "label.export", "value")
+            export_file = t(gr.File(elem_id="label-export-file", interactive=False, height=80, scale=2),
+                            "common.download")
         export_summary = gr.Markdown("", elem_id="label-export-summary")
         with gr.Row():
-            train_buttons = {
-                "dpo": gr.Button("Train DPO on these labels", elem_id="label-train-dpo"),
-                "rm": gr.Button("Train a reward model on these labels", elem_id="label-train-rm"),
-                "kto": gr.Button("Train KTO on these labels", elem_id="label-train-kto"),
-            }
-    with gr.Accordion("Summary", open=False, elem_id="label-summary-box"):
+            train_buttons = {mode: t(gr.Button(elem_id=f"label-train-{mode}"), f"label.train.{mode}", "value")
+                             for mode in ("dpo", "rm", "kto")}
+    with t(gr.Accordion(open=False, elem_id="label-summary-box"), "label.summary"):
         summary = gr.HTML("", elem_id="label-summary")
-        summary_refresh = gr.Button("Refresh summary", size="sm", elem_id="label-summary-refresh")
+        summary_refresh = t(gr.Button(size="sm", elem_id="label-summary-refresh"), "label.summary_refresh", "value")
 
     return LabelUI(
         remember=remember, view=view,

@@ -375,10 +375,11 @@ def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | Non
             button.click(bind(on_train, ui, store, train_fields, polls, train_mode), ui.view, outputs, **hidden)
 
 
-def build(store: RunStore, polls: TabPolls, train_fields: dict | None = None) -> LabelTab:
+def build(store: RunStore, polls: TabPolls, train_fields: dict | None = None, words=None) -> LabelTab:
     """Lay out the tab and wire it. `train_fields` (mode, dataset, model components of the Train tab) let the
-    "Train on these labels" buttons fill the Train tab and open it."""
-    ui = layout(store)
+    "Train on these labels" buttons fill the Train tab and open it; `words` (an i18n.Translatable) is given the
+    tab's words."""
+    ui = layout(store, words)
     wire(ui, store, polls, train_fields)
     # one at a time, each reading the view the other left: a tab opened while the page still loads keeps its item
     serial = dict(concurrency_id="label-view", concurrency_limit=1)

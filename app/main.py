@@ -101,10 +101,13 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
     words = i18n.Translatable()
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         with gr.Row(equal_height=True, elem_classes=["wb-header-row"]):
-            gr.HTML(f'<div class="wb-header"><h2>{TITLE}</h2>'
-                    f'<span>workspace <code>{store.workspace}</code></span></div>'
-                    + (f'<div class="wb-warning" role="alert"><b>Warning:</b> {html.escape(warning)}</div>'
-                       if warning else ""), elem_id="header")
+            def header(lang: str) -> str:
+                return (f'<div class="wb-header"><h2>{i18n.text("page.title", lang)}</h2>'
+                        f'<span>{i18n.text("page.workspace", lang)} <code>{store.workspace}</code></span></div>'
+                        + (f'<div class="wb-warning" role="alert"><b>{i18n.text("page.warning", lang)}</b> '
+                           f'{html.escape(warning)}</div>' if warning else ""))
+
+            words.add(gr.HTML(elem_id="header"), header, "value")
             language = gr.Radio([(name, code) for code, name in i18n.LANGUAGES.items()], value=i18n.pick(lang),
                                 label="Language / 语言", show_label=False, elem_id="language", scale=0,
                                 min_width=190, container=False)
@@ -118,16 +121,16 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as pages["runs"]:
                 runs = runs_tab.build(store, polls, view, words)
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate") as pages["evaluate"]:
-                evaluate = eval_tab.build(store, polls)
+                evaluate = eval_tab.build(store, polls, words)
             with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps") as pages["sweeps"]:
-                sweeps_tab.build(store, polls, runs.select, train.form)
+                sweeps_tab.build(store, polls, runs.select, train.form, words)
             with gr.Tab("Reward playground", id="playground", elem_id="tab-playground") as pages["playground"]:
-                play = playground_tab.build(store, train.sources)
+                play = playground_tab.build(store, train.sources, words)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as pages["chat"]:
-                chat = chat_tab.build(store, train.sources)
+                chat = chat_tab.build(store, train.sources, words)
             with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as pages["labeling"]:
                 fields = train.form.components
-                label = label_tab.build(store, polls, {k: fields[k] for k in ("mode", "dataset", "model")})
+                label = label_tab.build(store, polls, {k: fields[k] for k in ("mode", "dataset", "model")}, words)
         for tab_id, page in pages.items():
             words.add(page, f"tab.{tab_id}")
             polls.follow(page, tab_id)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from app import forms, reward_editor
+from app import forms, i18n, reward_editor
 from app.choices import REPO_PRESETS, dataset_choices, model_choices
 from app.formatting import error_markdown, score_table_widths
 from app.reward_editor import RewardSourcesEditor
@@ -26,8 +26,7 @@ log = logging.getLogger(__name__)
 DEFAULT_DATASET = "demo-math"
 DEFAULT_PROMPTS = 4
 EXAMPLE_PRESET = REPO_PRESETS / "grpo_demo.yaml"  # its sources fit demo-math: the tab starts ready to score
-COMPLETIONS_HELP = (f"One per line, or blocks separated by a `{playground.SEPARATOR}` line; one per prompt, or the "
-                    "same number for each prompt in prompt order. Generate fills this box; edit it freely.")
+
 
 
 @dataclass
@@ -78,53 +77,53 @@ def summary_markdown(result: playground.PlaygroundResult) -> str:
     return "\n".join(lines)
 
 
-def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> PlaygroundTab:
+def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, words=None) -> PlaygroundTab:
+    """The tab's layout and events; `words` (an i18n.Translatable) is given its words."""
+    words = i18n.given(words)
+    t = words.add
     workspace = store.workspace
-    gr.Markdown("Try reward sources on a few completions before training with them: do they tell good answers "
-                "from bad ones, or is one stuck at a single value?", elem_classes=["wb-intro"])
+    t(gr.Markdown(elem_classes=["wb-intro"]), "play.intro", "value")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=420):
             with gr.Row(equal_height=True):
-                gr.Markdown("**Reward sources**", elem_classes=["wb-section"])
-                use_train = gr.Button("Use the Train tab's sources", elem_id="playground-use-train", size="sm",
-                                      visible=train_sources is not None, scale=0, min_width=220)
+                t(gr.Markdown(elem_classes=["wb-section"]), "play.sources", "value", bold=True)
+                use_train = t(gr.Button(elem_id="playground-use-train", size="sm", visible=train_sources is not None,
+                                        scale=0, min_width=220), "common.use_train_sources", "value")
             editor = reward_editor.build(prefix="playground-reward", sources=default_sources(),
-                                         container_id="playground-sources")
+                                         container_id="playground-sources", words=words)
         with gr.Column(scale=2, min_width=340):
-            gr.Markdown("**Prompts**", elem_classes=["wb-section"])
+            t(gr.Markdown(elem_classes=["wb-section"]), "play.prompts", "value", bold=True)
             with gr.Row(equal_height=True):
-                dataset = gr.Dropdown(label="Dataset", choices=dataset_choices(store), value=DEFAULT_DATASET,
-                                      allow_custom_value=True, filterable=True, elem_id="playground-dataset",
-                                      scale=3, min_width=180)
-                first = gr.Number(label="First row", value=1, minimum=1, precision=0, elem_id="playground-first",
-                                  scale=1, min_width=90)
-                count = gr.Number(label="Prompts", value=DEFAULT_PROMPTS, minimum=1, maximum=playground.MAX_PROMPTS,
-                                  precision=0, elem_id="playground-count", scale=1, min_width=90)
+                dataset = t(gr.Dropdown(choices=dataset_choices(store), value=DEFAULT_DATASET, allow_custom_value=True,
+                                        filterable=True, elem_id="playground-dataset", scale=3, min_width=180),
+                            "common.dataset")
+                first = t(gr.Number(value=1, minimum=1, precision=0, elem_id="playground-first", scale=1,
+                                    min_width=90), "play.first")
+                count = t(gr.Number(value=DEFAULT_PROMPTS, minimum=1, maximum=playground.MAX_PROMPTS, precision=0,
+                                    elem_id="playground-count", scale=1, min_width=90), "play.count")
             prompt_list = gr.HTML("", elem_id="playground-prompts")
-            gr.Markdown("**Completions**", elem_classes=["wb-section"])
-            with gr.Accordion("Generate with a model", open=True, elem_id="playground-generation"):
+            t(gr.Markdown(elem_classes=["wb-section"]), "play.completions", "value", bold=True)
+            with t(gr.Accordion(open=True, elem_id="playground-generation"), "play.generate_with"):
                 with gr.Row(equal_height=True):
-                    model = forms.build_component("model", choices=model_choices(store), allow_custom_value=True,
-                                                  filterable=True, elem_id="playground-model", visible=True,
-                                                  info=None, scale=3)
+                    model = _like("model", words, choices=model_choices(store), allow_custom_value=True,
+                                  filterable=True, elem_id="playground-model", scale=3)
                 with gr.Row(equal_height=True):
-                    num = _like("rl.num_generations", elem_id="playground-num-completions", minimum=1,
-                                info="Sampled for each prompt.")
-                    max_new = _like("rl.max_completion_length", elem_id="playground-max-new-tokens",
-                                    label="Max new tokens", maximum=4096, info="Per completion.")
-                    temperature = _like("rl.temperature", elem_id="playground-temperature", minimum=0,
-                                        info="0: greedy.")
-                generate = gr.Button("Generate", elem_id="playground-generate", variant="secondary")
+                    num = _like("rl.num_generations", words, elem_id="playground-num-completions", minimum=1,
+                                info="play.num_help")
+                    max_new = _like("rl.max_completion_length", words, elem_id="playground-max-new-tokens",
+                                    label="common.max_new_tokens", maximum=4096, info="play.max_new_help")
+                    temperature = _like("rl.temperature", words, elem_id="playground-temperature", minimum=0,
+                                        info="play.temperature_help")
+                generate = t(gr.Button(elem_id="playground-generate", variant="secondary"), "play.generate", "value")
                 status = gr.Markdown("", elem_id="playground-status")
-            completions = gr.Textbox(label="Completions", info=COMPLETIONS_HELP, lines=6, max_lines=16,
-                                     elem_id="playground-completions",
-                                     placeholder="<answer>50464</answer>\n<answer>146</answer>\n…")
+            completions = t(gr.Textbox(lines=6, max_lines=16, elem_id="playground-completions",
+                                       placeholder="<answer>50464</answer>\n<answer>146</answer>\n…"),
+                            "play.completions", info="play.completions_help", fmt={"sep": playground.SEPARATOR})
             with gr.Row(equal_height=True):
-                lam = _like("constraint.lambda_init", elem_id="playground-lambda", label="λ for costs",
-                            info="Each unit of a cost source's cost takes λ off the total.", scale=1)
-                score = gr.Button("Score", variant="primary", elem_id="playground-score", scale=3)
-    summary = gr.Markdown("Score some completions to see each source's mean and spread here.",
-                          elem_id="playground-summary")
+                lam = _like("constraint.lambda_init", words, elem_id="playground-lambda", label="play.lambda",
+                            info="play.lambda_help", scale=1)
+                score = t(gr.Button(variant="primary", elem_id="playground-score", scale=3), "play.score", "value")
+    summary = t(gr.Markdown(elem_id="playground-summary"), "play.summary_empty", "value")
     table = gr.Dataframe(pd.DataFrame(columns=["prompt", "completion", "total"]), interactive=False, wrap=True,
                          max_height=520, elem_id="playground-table", show_label=False)
 
@@ -195,7 +194,10 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None) -> 
     return PlaygroundTab(sources=editor, load=(on_prompts, prompt_io))
 
 
-def _like(path: str, **overrides) -> gr.Number:
-    """A sampling control with the label, help, default and range of the run setting it mirrors."""
+def _like(path: str, words, label: str | None = None, info: str | None = None, **overrides) -> gr.Component:
+    """A control with the label, default and range of the run setting it mirrors; `label` (a UI key) names it
+    otherwise, `info` (a UI key) is its help, if any."""
     overrides.setdefault("min_width", 110)
-    return forms.build_component(path, visible=True, **overrides)
+    component = forms.build_component(path, visible=True, info=None, **overrides)
+    words.add(component, label or (lambda lang: i18n.setting_text(path, lang)[0]))
+    return words.add(component, info=info) if info else component

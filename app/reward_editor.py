@@ -258,61 +258,73 @@ class RewardSourcesEditor:
         return self.updates_for(sources_from_values(values))
 
 
-def build(prefix: str = "reward", sources: Sequence = (), label: str | None = None,
-          info: str | None = None, visible: bool = True, container_id: str | None = None) -> RewardSourcesEditor:
+def build(prefix: str = "reward", sources: Sequence = (), title_key: str | None = None, info_key: str | None = None,
+          visible: bool = True, container_id: str | None = None, words=None) -> RewardSourcesEditor:
     """Lay out the editor; elem_ids are `<prefix>-type-<i>`, `<prefix>-name-<i>`, `<prefix>-weight-<i>`,
     `<prefix>-params-<i>`, `<prefix>-role-<i>`, `<prefix>-budget-<i>`, `<prefix>-when-<i>`, `<prefix>-remove-<i>`,
     `<prefix>-help-<i>`,
-    `<prefix>-add`, `<prefix>-add-type`."""
+    `<prefix>-add`, `<prefix>-add-type`. `title_key` (a setting's path) titles it with that setting's label,
+    `info_key` (a UI key) adds a help line; `words` (an i18n.Translatable) is given its words."""
+    from app import i18n
+
+    words = i18n.given(words)
     values = values_for(sources)
     rows_values = rows_of(values)
-    title = _SOURCE_FIELDS["type"].title
+
+    def field(name: str) -> dict:  # a row control's label, the source schema's field title in each language
+        return {"label": f"reward.field.{name}"}
     kinds, names, weights, params, roles, budgets, whens, helps, rows, removes = ([] for _ in range(10))
     with gr.Column(visible=visible, elem_id=container_id or f"{prefix}-sources",
                    elem_classes=["wb-sources"]) as container:
-        if label:
-            gr.Markdown(f"**{label}**", elem_classes=["wb-section"])
-        if info:
-            gr.Markdown(info, elem_classes=["wb-kinds"])
+        if title_key:
+            words.add(gr.Markdown(elem_classes=["wb-section"]),
+                      lambda lang: f"**{i18n.setting_text(title_key, lang)[0]}**", "value")
+        if info_key:
+            words.add(gr.Markdown(elem_classes=["wb-kinds"]), info_key, "value")
         for i, (kind, name, weight, text, role, budget, when) in enumerate(rows_values):
             with gr.Column(visible=bool(kind), elem_id=f"{prefix}-row-{i}", elem_classes=["wb-source-row"]) as row:
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    kinds.append(gr.Dropdown(choices=kind_choices(), value=kind, label=title,
-                                             elem_id=f"{prefix}-type-{i}", scale=4, min_width=190))
-                    names.append(gr.Textbox(value=name, label=_SOURCE_FIELDS["name"].title,
-                                            placeholder="the kind", elem_id=f"{prefix}-name-{i}", scale=2,
-                                            min_width=110, max_lines=1))
-                    weights.append(gr.Number(value=weight, label=_SOURCE_FIELDS["weight"].title,
-                                             elem_id=f"{prefix}-weight-{i}", scale=1, min_width=80, step=0.1))
-                    params.append(gr.Textbox(value=text, label=f"{_SOURCE_FIELDS['params'].title} (YAML)",
-                                             placeholder="{name: value, ...}", elem_id=f"{prefix}-params-{i}",
-                                             scale=5, min_width=220, lines=1, max_lines=4))
-                    roles.append(gr.Dropdown(choices=list(get_args(_SOURCE_FIELDS["role"].annotation)), value=role,
-                                             label=_SOURCE_FIELDS["role"].title, elem_id=f"{prefix}-role-{i}",
-                                             scale=1, min_width=100))
-                    budgets.append(gr.Number(value=budget, label=_SOURCE_FIELDS["budget"].title,
-                                             placeholder="cost only", elem_id=f"{prefix}-budget-{i}", scale=1,
-                                             min_width=80, step=0.01))
-                    whens.append(gr.Textbox(value=when, label=_SOURCE_FIELDS["when"].title, placeholder="always",
-                                            elem_id=f"{prefix}-when-{i}", scale=1, min_width=100, max_lines=1))
-                    removes.append(gr.Button("Remove", elem_id=f"{prefix}-remove-{i}", size="md", scale=0,
-                                             min_width=80, variant="secondary", elem_classes=["wb-remove"]))
+                    kinds.append(words.add(gr.Dropdown(choices=kind_choices(), value=kind,
+                                                       elem_id=f"{prefix}-type-{i}", scale=4, min_width=190),
+                                           **field("type")))
+                    names.append(words.add(gr.Textbox(value=name, elem_id=f"{prefix}-name-{i}", scale=2,
+                                                      min_width=110, max_lines=1),
+                                           **field("name"), placeholder="reward.name_placeholder"))
+                    weights.append(words.add(gr.Number(value=weight, elem_id=f"{prefix}-weight-{i}", scale=1,
+                                                       min_width=80, step=0.1), **field("weight")))
+                    params.append(words.add(gr.Textbox(value=text, placeholder="{name: value, ...}",
+                                                       elem_id=f"{prefix}-params-{i}", scale=5, min_width=220,
+                                                       lines=1, max_lines=4), **field("params")))
+                    roles.append(words.add(gr.Dropdown(choices=list(get_args(_SOURCE_FIELDS["role"].annotation)),
+                                                       value=role, elem_id=f"{prefix}-role-{i}", scale=1,
+                                                       min_width=100), **field("role")))
+                    budgets.append(words.add(gr.Number(value=budget, elem_id=f"{prefix}-budget-{i}", scale=1,
+                                                       min_width=80, step=0.01),
+                                             **field("budget"), placeholder="reward.budget_placeholder"))
+                    whens.append(words.add(gr.Textbox(value=when, elem_id=f"{prefix}-when-{i}", scale=1,
+                                                      min_width=100, max_lines=1),
+                                           **field("when"), placeholder="reward.when_placeholder"))
+                    removes.append(words.add(gr.Button(elem_id=f"{prefix}-remove-{i}", size="md", scale=0,
+                                                       min_width=80, variant="secondary", elem_classes=["wb-remove"]),
+                                             "reward.remove", "value"))
                 helps.append(gr.HTML(row_help(kind, text), elem_id=f"{prefix}-help-{i}", padding=False))
             rows.append(row)
         with gr.Row(equal_height=True, elem_classes=["wb-bottom"]):
-            add_kind = gr.Dropdown(choices=kind_choices(), value=DEFAULT_KIND, label="Kind of the new source",
-                                   info=None, elem_id=f"{prefix}-add-type", scale=3, min_width=150)
-            add = gr.Button("Add a reward source", elem_id=f"{prefix}-add", scale=2, min_width=140)
-        gr.Markdown(_kinds_markdown(), elem_classes=["wb-kinds"])
+            add_kind = words.add(gr.Dropdown(choices=kind_choices(), value=DEFAULT_KIND, info=None,
+                                             elem_id=f"{prefix}-add-type", scale=3, min_width=150), "reward.add_kind")
+            add = words.add(gr.Button(elem_id=f"{prefix}-add", scale=2, min_width=140), "reward.add", "value")
+        words.add(gr.Markdown(elem_classes=["wb-kinds"]), lambda lang: _kinds_markdown(i18n.text("reward.kinds", lang)),
+                  "value")
     editor = RewardSourcesEditor(container, rows, kinds, names, weights, params, roles, budgets, whens, helps, add,
                                  add_kind)
     _wire(editor, removes)
     return editor
 
 
-def _kinds_markdown() -> str:
-    return "Kinds: " + " · ".join(f"<abbr title=\"{html.escape(KIND_DESCRIPTIONS[k])}\">{k}</abbr>"
-                                  for k in SOURCE_KINDS)
+def _kinds_markdown(kinds: str = "Kinds:") -> str:
+    # each kind is a value typed in YAML (code); its description is in its tooltip
+    return f"{kinds} " + " · ".join(f"<abbr title=\"{html.escape(KIND_DESCRIPTIONS[k])}\"><code>{k}</code></abbr>"
+                                    for k in SOURCE_KINDS)
 
 
 def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app import compare_panel, export_panel
+from app import compare_panel, export_panel, i18n
 from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_table_rows, sample_sources,
@@ -94,19 +94,24 @@ def samples_frame(rows: list[list], sources: list[str]) -> pd.DataFrame:
 
 def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsTab:
     """`words` (an i18n.Translatable) is given this tab's words to translate."""
-    table = gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
-                         elem_id="runs-table", max_height=260, label="Runs (click a row to select it)")
+    w = i18n.given(words)
+    table = w.add(gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
+                               elem_id="runs-table", max_height=260), "runs.table")
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-        select = gr.Dropdown(label="Selected run", choices=[], value=None, elem_id="runs-select", scale=4)
-        stop = gr.Button("Stop run", variant="stop", elem_id="runs-stop", scale=1, min_width=120, interactive=False)
-        resume = gr.Button("Resume run", elem_id="runs-resume", scale=1, min_width=120, interactive=False)
-        evaluate = gr.Button("Evaluate", elem_id="runs-evaluate", scale=1, min_width=120, interactive=False)
+        select = w.add(gr.Dropdown(choices=[], value=None, elem_id="runs-select", scale=4), "runs.select")
+        stop = w.add(gr.Button(variant="stop", elem_id="runs-stop", scale=1, min_width=120, interactive=False),
+                     "runs.stop", "value")
+        resume = w.add(gr.Button(elem_id="runs-resume", scale=1, min_width=120, interactive=False), "runs.resume",
+                       "value")
+        evaluate = w.add(gr.Button(elem_id="runs-evaluate", scale=1, min_width=120, interactive=False),
+                         "runs.evaluate", "value")
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-        note = gr.Textbox(label="Note (saved when you press Enter or leave the box)", elem_id="run-note", scale=4,
-                          placeholder="e.g. lr too high, diverged at step 40", interactive=False)
-        delete = gr.Button("Delete run", elem_id="runs-delete", scale=1, min_width=120, interactive=False)
-        confirm = gr.Button("Confirm delete", variant="stop", elem_id="runs-delete-confirm", scale=1,
-                            min_width=120, visible=False)
+        note = w.add(gr.Textbox(elem_id="run-note", scale=4, interactive=False), "runs.note",
+                     placeholder="runs.note_placeholder")
+        delete = w.add(gr.Button(elem_id="runs-delete", scale=1, min_width=120, interactive=False), "runs.delete",
+                       "value")
+        confirm = w.add(gr.Button(variant="stop", elem_id="runs-delete-confirm", scale=1, min_width=120,
+                                  visible=False), "runs.confirm_delete", "value")
     progress = gr.HTML(progress_html(None), elem_id="progress")
     error = gr.Markdown("", visible=False, elem_id="run-error")
     evaluations = gr.Markdown("", visible=False, elem_id="run-evaluations")
@@ -119,28 +124,22 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         group_boxes.append(box)
     with gr.Column(visible=False, elem_id="samples") as samples_box:
         with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-            gr.Markdown("**Samples**: what the policy wrote at logging steps and how each reward source scored "
-                        "it", elem_classes=["wb-section"], scale=4)
-            samples_step = gr.Dropdown(label="Step", choices=[("all steps (newest first)", ALL_STEPS)],
-                                       value=ALL_STEPS, elem_id="samples-step", scale=0, min_width=260)
+            w.add(gr.Markdown(elem_classes=["wb-section"]), "runs.samples", "value")
+            samples_step = w.add(gr.Dropdown(choices=[("all steps (newest first)", ALL_STEPS)], value=ALL_STEPS,
+                                             elem_id="samples-step", scale=0, min_width=260), "runs.step")
         samples_table = gr.Dataframe(samples_frame([], []), interactive=False, wrap=True, max_height=420,
                                      elem_id="samples-table", show_label=False)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            gr.Markdown("**Log** (last lines)", elem_classes=["wb-section"])
+            w.add(gr.Markdown(elem_classes=["wb-section"]), "runs.log", "value")
             log_tail = gr.HTML(log_html(""), elem_id="log-tail")
         with gr.Column(scale=2):
-            adapter = gr.Textbox(label="Adapter (PEFT folder)", interactive=False, elem_id="adapter-path",
-                                 buttons=["copy"], placeholder="written when the run ends")
-            with gr.Accordion("Run config", open=False):
+            adapter = w.add(gr.Textbox(interactive=False, elem_id="adapter-path", buttons=["copy"]), "runs.adapter",
+                            placeholder="runs.adapter_placeholder")
+            with w.add(gr.Accordion(open=False), "runs.config"):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
-            export_panel.build(store, select)
-    compare_panel.build(store, polls)
-    if words is not None:
-        for component, key, prop in ((stop, "runs.stop", "value"), (resume, "runs.resume", "value"),
-                                     (evaluate, "runs.evaluate", "value"), (delete, "runs.delete", "value"),
-                                     (select, "runs.select", "label")):
-            words.add(component, key, prop)
+            export_panel.build(store, select, w)
+    compare_panel.build(store, polls, w)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
                samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, *group_boxes,

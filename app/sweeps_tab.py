@@ -14,6 +14,7 @@ import time
 import gradio as gr
 import pandas as pd
 
+from app import i18n
 from app.choices import preset_choices, run_selection
 from app.sweep_render import (DEFAULT_BASE, MAX_PARAMS, SWEEP_COLUMNS, base_text_for, default_param, history_figure,
                               importances, param_from_row, parse_base, row_values, searchable_fields, spec_data,
@@ -28,52 +29,51 @@ from backend.runs.store import RunStore
 
 # ---- layout and events ----
 
-def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form=None):
+def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form=None, words=None):
     """The tab's layout and events; `train_form` (the Train tab's SettingsForm) lets its settings become the
-    base, and the best trial's settings go back into it to train longer."""
+    base, and the best trial's settings go back into it to train longer; `words` (an i18n.Translatable) is given
+    its words."""
+    t = i18n.given(words).add
     view = gr.State(SweepView())
     base_data = parse_base(base_text_for(str(DEFAULT_BASE)))
     base_mode = base_data.get("mode", "sft")
-    gr.Markdown("Search settings with Optuna's Bayesian (TPE) sampler. Every trial is an ordinary run (it shows in "
-                "**Runs** with live plots); the sweep runs on its own, so closing this page never stops it. "
-                "Trials are whole runs: keep the base's `max_steps` small.", elem_classes=["wb-intro"])
-    with gr.Accordion("New sweep", open=True, elem_id="sweep-new"):
+    t(gr.Markdown(elem_classes=["wb-intro"]), "sweeps.intro", "value")
+    with t(gr.Accordion(open=True, elem_id="sweep-new"), "sweeps.new"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
                 with gr.Row(elem_classes=["wb-bottom"]):
-                    spec_preset = gr.Dropdown(label="Load a sweep preset", choices=sweep_preset_choices(),
-                                              value=None, elem_id="sweep-preset", scale=3)
-                    base_preset = gr.Dropdown(label="Base: a run preset", choices=preset_choices(store.workspace),
-                                              value=str(DEFAULT_BASE), elem_id="sweep-base-preset", scale=3)
-                from_train = gr.Button("Use the Train tab's settings as the base", size="sm",
-                                       elem_id="sweep-base-from-train", visible=train_form is not None)
-                base_yaml = gr.Code(base_text_for(str(DEFAULT_BASE)), language="yaml", interactive=True,
-                                    label="Base run config (YAML; every trial starts from it)", elem_id="sweep-base",
-                                    max_lines=16)
+                    spec_preset = t(gr.Dropdown(choices=sweep_preset_choices(), value=None, elem_id="sweep-preset",
+                                                scale=3), "sweeps.spec_preset")
+                    base_preset = t(gr.Dropdown(choices=preset_choices(store.workspace), value=str(DEFAULT_BASE),
+                                                elem_id="sweep-base-preset", scale=3), "sweeps.base_preset")
+                from_train = t(gr.Button(size="sm", elem_id="sweep-base-from-train", visible=train_form is not None),
+                               "sweeps.from_train", "value")
+                base_yaml = t(gr.Code(base_text_for(str(DEFAULT_BASE)), language="yaml", interactive=True,
+                                      elem_id="sweep-base", max_lines=16), "sweeps.base")
             with gr.Column(scale=1):
-                gr.Markdown("**Objective**: a metric the trainer logs, reduced to one value per run",
-                            elem_classes=["wb-section"])
+                t(gr.Markdown(elem_classes=["wb-section"]), "sweeps.objective", "value")
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    metric = gr.Dropdown(label="Metric", choices=sweeps.objective_metrics(build_config(base_data)),
-                                         value="loss", allow_custom_value=True, elem_id="sweep-metric", scale=3)
-                    direction = gr.Radio(["minimize", "maximize"], value="minimize", label="Direction",
-                                         elem_id="sweep-direction", scale=2)
+                    metric = t(gr.Dropdown(choices=sweeps.objective_metrics(build_config(base_data)), value="loss",
+                                           allow_custom_value=True, elem_id="sweep-metric", scale=3), "sweeps.metric")
+                    direction = t(gr.Radio(["minimize", "maximize"], value="minimize", elem_id="sweep-direction",
+                                           scale=2), "sweeps.direction",
+                                  choices=[("sweeps.minimize", "minimize"), ("sweeps.maximize", "maximize")])
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    reduce = gr.Dropdown([("last value", "last"), ("mean of the last k", "mean_last"),
-                                          ("best value", "best")], value="last", label="Run's value",
-                                         elem_id="sweep-reduce", scale=3)
-                    last_k = gr.Number(5, label="k (mean of the last k)", precision=0, minimum=1,
-                                       elem_id="sweep-last-k", scale=2)
+                    reduce = t(gr.Dropdown([("last value", "last"), ("mean of the last k", "mean_last"),
+                                            ("best value", "best")], value="last", elem_id="sweep-reduce", scale=3),
+                               "sweeps.reduce", choices=[("sweeps.reduce.last", "last"),
+                                                         ("sweeps.reduce.mean_last", "mean_last"),
+                                                         ("sweeps.reduce.best", "best")])
+                    last_k = t(gr.Number(5, precision=0, minimum=1, elem_id="sweep-last-k", scale=2), "sweeps.last_k")
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    n_trials = gr.Number(8, label="Trials", precision=0, minimum=1, elem_id="sweep-n-trials",
-                                         scale=1, min_width=90)
-                    seed = gr.Number(42, label="Seed", precision=0, minimum=0, elem_id="sweep-seed", scale=1,
-                                     min_width=90)
-                    name = gr.Textbox(label="Sweep name", placeholder="generated", elem_id="sweep-name", scale=2)
-                prune = gr.Checkbox(False, label="Prune poor trials early (stop a trial whose metric is worse than "
-                                    "the median of earlier trials at the same step)", elem_id="sweep-prune")
-        gr.Markdown("**Search space**: the settings to search; a new row's range sits around the base's value",
-                    elem_classes=["wb-section"])
+                    n_trials = t(gr.Number(8, precision=0, minimum=1, elem_id="sweep-n-trials", scale=1, min_width=90),
+                                 "sweeps.trials")
+                    seed = t(gr.Number(42, precision=0, minimum=0, elem_id="sweep-seed", scale=1, min_width=90),
+                             "common.seed")
+                    name = t(gr.Textbox(elem_id="sweep-name", scale=2), "sweeps.name",
+                             placeholder="sweeps.name_placeholder")
+                prune = t(gr.Checkbox(False, elem_id="sweep-prune"), "sweeps.prune")
+        t(gr.Markdown(elem_classes=["wb-section"]), "sweeps.space", "value")
         rows, row_boxes = [], []
         field_choices = searchable_fields(base_mode)
         for i in range(MAX_PARAMS):
@@ -82,15 +82,15 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             with gr.Row(visible=i == 0, elem_id=f"sweep-param-{i}", equal_height=False,
                         elem_classes=["wb-bottom"]) as box:
                 comps = [
-                    gr.Dropdown(label="Setting", choices=field_choices, value=values[0], scale=4,
-                                allow_custom_value=True, elem_id=f"sweep-param-{i}-field"),
-                    gr.Dropdown(label="Kind", choices=list(sweeps.KINDS), value=values[1], scale=2,
-                                elem_id=f"sweep-param-{i}-kind", min_width=130),
-                    gr.Number(label="Low", value=values[2], scale=2, elem_id=f"sweep-param-{i}-low", min_width=110),
-                    gr.Number(label="High", value=values[3], scale=2, elem_id=f"sweep-param-{i}-high",
-                              min_width=110),
-                    gr.Textbox(label="Choices (categorical, comma-separated)", value=values[4], scale=4,
-                               elem_id=f"sweep-param-{i}-choices", min_width=160),
+                    t(gr.Dropdown(choices=field_choices, value=values[0], scale=4, allow_custom_value=True,
+                                  elem_id=f"sweep-param-{i}-field"), "sweeps.setting"),
+                    t(gr.Dropdown(choices=list(sweeps.KINDS), value=values[1], scale=2,
+                                  elem_id=f"sweep-param-{i}-kind", min_width=130), "sweeps.kind"),
+                    t(gr.Number(value=values[2], scale=2, elem_id=f"sweep-param-{i}-low", min_width=110), "sweeps.low"),
+                    t(gr.Number(value=values[3], scale=2, elem_id=f"sweep-param-{i}-high", min_width=110),
+                      "sweeps.high"),
+                    t(gr.Textbox(value=values[4], scale=4, elem_id=f"sweep-param-{i}-choices", min_width=160),
+                      "sweeps.choices"),
                 ]
                 remove = gr.Button("✕", scale=0, min_width=40, elem_id=f"sweep-param-{i}-remove")
             rows.append((comps, remove))
@@ -98,29 +98,29 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
         count = gr.State(1)
         base_mode_shown = gr.State(base_mode)
         with gr.Row():
-            add = gr.Button("+ Add a setting", size="sm", elem_id="sweep-add-param", scale=1)
-            start = gr.Button("Start sweep", variant="primary", elem_id="sweep-start", scale=2)
+            add = t(gr.Button(size="sm", elem_id="sweep-add-param", scale=1), "sweeps.add", "value")
+            start = t(gr.Button(variant="primary", elem_id="sweep-start", scale=2), "sweeps.start", "value")
         message = gr.Markdown("", elem_id="sweep-message")
 
-    sweeps_table = gr.Dataframe(pd.DataFrame(columns=SWEEP_COLUMNS), headers=SWEEP_COLUMNS, interactive=False,
-                                elem_id="sweeps-table", max_height=220, label="Sweeps (click a row to select it)")
+    sweeps_table = t(gr.Dataframe(pd.DataFrame(columns=SWEEP_COLUMNS), headers=SWEEP_COLUMNS, interactive=False,
+                                  elem_id="sweeps-table", max_height=220), "sweeps.table")
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-        select = gr.Dropdown(label="Selected sweep", choices=[], value=None, elem_id="sweeps-select", scale=4)
-        stop = gr.Button("Stop sweep", variant="stop", elem_id="sweep-stop", scale=1, min_width=120)
-        more = gr.Number(0, label="Trials to add on resume", precision=0, minimum=0, elem_id="sweep-more-trials",
-                         scale=1, min_width=120)
-        resume = gr.Button("Resume", elem_id="sweep-resume", scale=1, min_width=100)
+        select = t(gr.Dropdown(choices=[], value=None, elem_id="sweeps-select", scale=4), "sweeps.select")
+        stop = t(gr.Button(variant="stop", elem_id="sweep-stop", scale=1, min_width=120), "sweeps.stop", "value")
+        more = t(gr.Number(0, precision=0, minimum=0, elem_id="sweep-more-trials", scale=1, min_width=120),
+                 "sweeps.more")
+        resume = t(gr.Button(elem_id="sweep-resume", scale=1, min_width=100), "sweeps.resume", "value")
     status = gr.HTML(status_html(None, []), elem_id="sweep-status")
-    trials_table = gr.Dataframe(trials_frame(store, None, []), interactive=False, elem_id="sweep-trials",
-                                max_height=360, label="Trials (★ best; click a row to open its run)")
+    trials_table = t(gr.Dataframe(trials_frame(store, None, []), interactive=False, elem_id="sweep-trials",
+                                  max_height=360), "sweeps.trials_table")
     history = gr.Plot(elem_id="sweep-history", show_label=False)
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-        best_yaml = gr.Code(language="yaml", interactive=False, elem_id="sweep-best-config",
-                            label="Best trial's run config (copy it, or train it)", max_lines=14, scale=4)
+        best_yaml = t(gr.Code(language="yaml", interactive=False, elem_id="sweep-best-config", max_lines=14, scale=4),
+                      "sweeps.best")
         with gr.Column(scale=1, min_width=200):
-            best_to_form = gr.Button("Open it in the Train tab", elem_id="sweep-best-to-train",
-                                     visible=train_form is not None)
-            train_best = gr.Button("Train the best config", variant="primary", elem_id="sweep-train-best")
+            best_to_form = t(gr.Button(elem_id="sweep-best-to-train", visible=train_form is not None),
+                             "sweeps.best_to_train", "value")
+            train_best = t(gr.Button(variant="primary", elem_id="sweep-train-best"), "sweeps.train_best", "value")
 
     outputs = [sweeps_table, select, status, trials_table, history, best_yaml, view]
     row_inputs = [c for comps, _ in rows for c in comps]

@@ -16,8 +16,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from app import forms
-from app.choices import UPLOAD_TYPES, dataset_choices, model_choices, preset_choices
+from app import forms, i18n
+from app.choices import UPLOAD_TYPES, dataset_choices, generation_model_choices, preset_choices
 from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from app.tab_polls import TabPolls
@@ -142,6 +142,7 @@ def format_text(info, error: str | None, mode: str) -> str:
 
 def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> TrainTab:
     """`words` (an i18n.Translatable) is given this tab's settings and words to translate."""
+    words = i18n.given(words)
     workspace = store.workspace
     shown_ws = None if workspace == default_workspace() else workspace
     session = gr.State(TrainSession())
@@ -151,52 +152,45 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=420):
             with gr.Row(equal_height=True):
-                c["model"] = forms.build_component("model", choices=model_choices(store), allow_custom_value=True,
-                                                   filterable=True, scale=3)
+                c["model"] = forms.build_component("model", choices=generation_model_choices(store),
+                                                   allow_custom_value=True, filterable=True, scale=3)
                 c["mode"] = forms.build_component("mode", choices=mode_choices(), scale=2)
             with gr.Row(equal_height=True):
                 c["dataset"] = forms.build_component("dataset", choices=dataset_choices(store),
                                                      allow_custom_value=True, filterable=True, scale=3)
-                upload = gr.File(label="Upload a dataset", file_types=UPLOAD_TYPES, type="filepath",
-                                 elem_id="upload", height=120, scale=2, min_width=180)
+                upload = words.add(gr.File(file_types=UPLOAD_TYPES, type="filepath", elem_id="upload", height=120,
+                                           scale=2, min_width=180), "train.upload")
             sections = forms.build_settings(c, skip=("model", "mode", "dataset"), words=words)
             form = forms.SettingsForm(c, sections)
-            with gr.Accordion("Presets", open=False, elem_id="presets") as presets_box:
+            with gr.Accordion(open=False, elem_id="presets") as presets_box:
+                words.add(presets_box, "train.presets")
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    preset = gr.Dropdown(label="Preset", choices=preset_choices(workspace), value=None,
-                                         elem_id="preset", scale=3)
-                    load_btn = gr.Button("Load preset", elem_id="load-preset", scale=1)
+                    preset = words.add(gr.Dropdown(choices=preset_choices(workspace), value=None, elem_id="preset",
+                                                   scale=3), "train.preset")
+                    load_btn = words.add(gr.Button(elem_id="load-preset", scale=1), "train.load_preset", "value")
                 with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
-                    preset_name = gr.Textbox(label="Save these settings as", placeholder="my-preset",
-                                             elem_id="preset-name", scale=3)
-                    save_btn = gr.Button("Save preset", elem_id="save-preset", scale=1)
+                    preset_name = words.add(gr.Textbox(placeholder="my-preset", elem_id="preset-name", scale=3),
+                                            "train.save_as")
+                    save_btn = words.add(gr.Button(elem_id="save-preset", scale=1), "train.save_preset", "value")
 
         with gr.Column(scale=2, min_width=340):
             with gr.Row():
-                start = gr.Button("Start training", variant="primary", elem_id="start", scale=2)
-                stop = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+                start = words.add(gr.Button(variant="primary", elem_id="start", scale=2), "train.start", "value")
+                stop = words.add(gr.Button(variant="stop", elem_id="stop", scale=1), "train.stop", "value")
             memory = gr.Markdown("", elem_id="memory-estimate")
             status = gr.HTML(progress_html(None, empty=NO_RUN), elem_id="run-status")
             message = gr.Markdown("", elem_id="train-message")
-            preview_title = gr.Markdown("**Dataset preview**", elem_classes=["wb-section"])
+            words.add(gr.Markdown(elem_classes=["wb-section"]), "train.preview", "value", bold=True)
             data_format = gr.Markdown("", elem_id="dataset-format")
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
                                         max_chars=PREVIEW_CHARS, show_row_numbers=True,
                                         elem_id="dataset-preview", show_label=False)
-            show_example = gr.Button("Show the first example as the trainer sees it", elem_id="show-example",
-                                     size="sm")
+            show_example = words.add(gr.Button(elem_id="show-example", size="sm"), "train.show_example", "value")
             example = gr.HTML("", elem_id="dataset-example")
-            show_cli = gr.Button("Show CLI command", elem_id="show-cli", size="sm")
-            cli = gr.Code(language="shell", visible=False, elem_id="cli-command", label="Same run from a terminal",
-                          interactive=False, wrap_lines=True, show_line_numbers=False)
-
-    if words is not None:
-        words.settings.update({p: comp for p, comp in c.items() if not isinstance(comp, RewardSourcesEditor)})
-        for component, key, prop in ((start, "train.start", "value"), (stop, "train.stop", "value"),
-                                     (show_cli, "train.show_cli", "value"), (show_example, "train.show_example", "value"),
-                                     (upload, "train.upload", "label"), (presets_box, "train.presets", "label")):
-            words.add(component, key, prop)
-        words.add(preview_title, "train.preview", "value", bold=True)
+            show_cli = words.add(gr.Button(elem_id="show-cli", size="sm"), "train.show_cli", "value")
+            cli = words.add(gr.Code(language="shell", visible=False, elem_id="cli-command", interactive=False,
+                                    wrap_lines=True, show_line_numbers=False), "train.cli")
+    words.settings.update({p: comp for p, comp in c.items() if not isinstance(comp, RewardSourcesEditor)})
 
     # ---- handlers ----
 
@@ -377,7 +371,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         return form.updates_from(config) | {message: f"Loaded preset **{Path(path).stem}**."}
 
     def refresh():
-        return {c["model"]: gr.update(choices=model_choices(store)),
+        return {c["model"]: gr.update(choices=generation_model_choices(store)),
                 c["dataset"]: gr.update(choices=dataset_choices(store)),
                 preset: gr.update(choices=preset_choices(workspace))}
 

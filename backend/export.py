@@ -159,7 +159,7 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
             _copy_model(art.folder, tmp, part(0.0, 0.9 - zip_share))
         elif merge:
             kind = "merged"
-            _merge(art, tmp, part(0.0, 0.9 - zip_share))
+            merge_artifact(art, tmp, part(0.0, 0.9 - zip_share))
         else:
             kind = "adapter"
             report(0.0, "Copying the adapter and tokenizer files")
@@ -204,7 +204,7 @@ def _copy_model(src: Path, dst: Path, report: Progress) -> None:
         done += p.stat().st_size
 
 
-def _merge(art: RunArtifact, out: Path, report: Progress) -> None:
+def merge_artifact(art: RunArtifact, out: Path, report: Progress) -> None:
     """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
     from backend.models import ModelRef, load_model
 

@@ -25,7 +25,9 @@ class RunConfig(_Section):
                                      json_schema_extra=_meta())
     model: str = Field(DEFAULT_MODEL, min_length=1, title="Model",
                        description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
-                                   "or a Hugging Face Hub id.", json_schema_extra=_meta())
+                                   "a Hugging Face Hub id, or `run:<id>` to train on from a finished run's model "
+                                   "(its adapter merged into its base once), e.g. GRPO after an SFT warm-up.",
+                       json_schema_extra=_meta())
     dataset: str = Field(DEFAULT_DATASET, min_length=1, title="Dataset",
                          description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, a "
                                      "datasets.save_to_disk folder, a dataset of a LLaMA-Factory data folder "

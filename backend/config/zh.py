@@ -10,9 +10,9 @@ ZH: dict[str, tuple[str, str]] = {
     "model": ("模型", "`smollm2-135m-instruct`（内置，离线可用）、本地 save_pretrained 文件夹，或 Hugging Face Hub 模型 id。"),
     "dataset": ("数据集", "内置演示集、JSONL / JSON / CSV / Parquet 文件、datasets.save_to_disk 文件夹、LLaMA-Factory 数据文件夹中的"
                         "数据集（文件夹/名称），或用逗号分隔的多个数据集（按 data.mix 混合）。"),
-    "data.columns": ("数据集列", "当列名不是 TRL 的名称时，指明哪一列是哪一项：name=column 对，例如 prompt=question, "
-                              "completion=answer（YAML：{prompt: question, completion: answer}）。在检测格式之前应用。名称为 TRL 的"
-                              "（prompt、completion、chosen、rejected、label、messages、text）或奖励来源读取的列（answer）。留空：使用"
+    "data.columns": ("数据集列", "当列名不是 TRL 的名称时，指明哪一列是哪一项：name=column 对，例如 `prompt=question, "
+                              "completion=answer`（YAML：`{prompt: question, completion: answer}`）。在检测格式之前应用。名称为 TRL 的"
+                              "（prompt、completion、chosen、rejected、label、messages、text）或奖励来源读取的列（`answer`）。留空：使用"
                               "数据集自己的列名。"),
     "data.system": ("系统消息", "为每个没有系统消息的对话加上这条系统消息（仅对话数据集）。留空：不添加。"),
     "data.max_samples": ("最大样本数", "最多使用数据集（以及评估数据集）的这么多行；0：全部行。"),
@@ -31,7 +31,7 @@ ZH: dict[str, tuple[str, str]] = {
     "finetuning": ("微调方式", "lora：训练一个小的适配器；full：更新所有权重。"),
     "lora.r": ("LoRA 秩", "低秩更新矩阵的秩。"),
     "lora.alpha": ("LoRA alpha", "更新的缩放系数（alpha / r）。通常取 2 × r。"),
-    "lora.dropout": ("LoRA dropout", "LoRA 输入上的 dropout。"),
+    "lora.dropout": ("LoRA 随机丢弃", "LoRA 输入上的随机丢弃概率。"),
     "lora.target_modules": ("目标模块", "要适配的模块名，用逗号分隔（例如 q_proj,v_proj），或 all-linear。"),
     "lora.use_dora": ("DoRA", "权重分解的 LoRA：把每个被适配权重的幅度与方向分开学习；在相同秩下通常更接近全量微调，约慢 20-30%。"),
     "lora.use_rslora": ("rsLoRA", "秩稳定的 LoRA：用 alpha / √r 而不是 alpha / r 缩放更新，使高秩（32 及以上）仍能学习。"),
@@ -50,7 +50,7 @@ ZH: dict[str, tuple[str, str]] = {
     "use_liger_kernel": ("Liger 内核", "Liger 的 Triton 内核（RMSNorm、RoPE、SwiGLU、融合线性交叉熵）：更少的 GPU 内存、更快的步骤。需要"
                                      " CUDA GPU 和 `pip install liger-kernel`。"),
     "packing": ("打包", "把多个短样本打包进同一个序列（SFT）。"),
-    "padding_free": ("无填充", "把一个批次直接拼接而不填充（GPU 上需要 flash attention）。"),
+    "padding_free": ("无填充", "把一个批次直接拼接而不填充（GPU 上需要 FlashAttention）。"),
     "group_by_length": ("按长度分组", "把长度相近的样本放在同一批：填充更少，在长度不一的数据上更快；顺序的随机性降低（SFT）。"),
     "auto_find_batch_size": ("自动寻找批大小", "GPU 显存不足时，把批大小减半后重试，而不是失败（梯度累积不变）。"),
     "lr_scheduler_type": ("学习率调度", "学习率在训练过程中如何变化。"),
@@ -96,8 +96,8 @@ ZH: dict[str, tuple[str, str]] = {
     "rl.generation_backend": ("生成后端", "transformers：用训练中的模型生成（任何机器）；vllm：用 vLLM 生成（CUDA GPU，`pip install "
                                        "vllm`），长回答快得多；vLLM 尚未在工作台自己的测试中于硬件上运行过。"),
     "rl.merged_generation": ("合并适配器生成", "生成时把 LoRA 适配器并入权重：每个适配层只做一次矩阵乘法而不是三次，更新时仍在未改动的权重上训练"
-                                         "适配器。auto：在结果精确时启用（LoRA dropout 为 0、无 DoRA、无 4-bit 基座、无 FSDP / "
-                                         "DeepSpeed）；on：有 LoRA dropout 时也启用（生成时不做 dropout）；off：通过适配器生成。"),
+                                         "适配器。auto：在结果精确时启用（LoRA 随机丢弃为 0、无 DoRA、无 4-bit 基座、无 FSDP / "
+                                         "DeepSpeed）；on：有 LoRA 随机丢弃时也启用（生成时不做随机丢弃）；off：通过适配器生成。"),
     "rl.vllm_mode": ("vLLM 部署方式", "colocate：vLLM 与训练器共用每块训练 GPU；server：一个 `trl vllm-serve` 进程使用自己的 GPU"
                                    "（rl.vllm_gpus），随运行启动和停止，运行在其余 GPU 上训练。"),
     "rl.vllm_gpus": ("vLLM 服务器 GPU 数", "server 模式：vLLM 服务器占用的 GPU 数（其张量并行大小；必须能整除模型的注意力头数）。"

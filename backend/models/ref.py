@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from backend.models.specs import EMBEDDED_MODEL, ModelError, Progress, check_model, looks_like_path, resolve_model
+from backend.models.specs import (EMBEDDED_MODEL, ModelError, Progress, check_model, is_complete, looks_like_path,
+                                  resolve_model)
 from backend.modes.registry import mode_spec
 from backend.runs.store import RUN_PREFIX, Run, RunStore, is_run_id
 
@@ -39,10 +40,16 @@ class RunArtifact:
     folder: Path
     kind: Literal["lora", "full"]
     task: Task
+    workspace: Path | None = None
 
     @property
     def base_model(self) -> str:
-        return self.run.config.model
+        """The model the run trained on, as `resolve_model` takes it: a run it trained on from (`model:
+        run:<id>`) is that run's merged model folder."""
+        model = self.run.config.model
+        if model.strip().startswith(RUN_PREFIX) and self.workspace is not None:
+            return training_model(model, self.workspace)
+        return model
 
 
 def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArtifact:
@@ -55,7 +62,7 @@ def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArt
     task = mode_spec(run.mode).task
     if step is not None:  # a checkpoint is complete once written, even while the run goes on
         folder = store.run_dir(run.id) / "checkpoints" / f"checkpoint-{step}"
-        found = _saved_in(folder, run, task)
+        found = _saved_in(folder, run, task, store.workspace)
         if found is None:
             raise ModelError(f"run {run.id} has no checkpoint at step {step} (no model in {folder})", "unsaved",
                              folder, run)
@@ -64,7 +71,7 @@ def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArt
     if run.active:
         raise ModelError(f"run {run.id} is still {run.status}: it saves its adapter when it ends; export it once it "
                          "has completed or been stopped", "active", run.id, run)
-    found = _saved_in(folder, run, task)
+    found = _saved_in(folder, run, task, store.workspace)
     if found is not None:
         return found
     if run.status == "failed":
@@ -74,14 +81,53 @@ def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArt
     raise ModelError(f"run {run.id} ({run.status}) produced no adapter to export: {why}", "unsaved", folder, run)
 
 
-def _saved_in(folder: Path, run: Run, task: Task) -> RunArtifact | None:
+def _saved_in(folder: Path, run: Run, task: Task, workspace: Path | None = None) -> RunArtifact | None:
     if all((folder / f).is_file() for f in ADAPTER_FILES):
         if _read_json(folder / "adapter_config.json").get("task_type") == "SEQ_CLS":
             task = "seq_cls"
-        return RunArtifact(run, folder, "lora", task)
+        return RunArtifact(run, folder, "lora", task, workspace)
     if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
-        return RunArtifact(run, folder, "full", task)
+        return RunArtifact(run, folder, "full", task, workspace)
     return None
+
+
+# ---- training on from a run ----
+
+def check_run_model(spec: str, workspace: Path) -> RunArtifact:
+    """The saved model of the run `spec` names, when a run can train on from it; ModelError says why not."""
+    art = saved_model(RunStore(workspace), *run_part(spec))
+    if art.task != "causal":
+        raise ModelError(f"{spec} is a {art.run.mode} run's reward model (a classifier); a run trains on from a "
+                         "causal language model: name an sft, dpo, kto, grpo, rloo or ppo run", "task", spec)
+    return art
+
+
+def training_model(spec: str, workspace: Path, progress: Progress | None = None) -> str:
+    """What a run with `model: spec` trains, as `from_pretrained` takes it. `run:<id>[@<step>]`: that run's
+    adapter (or checkpoint) merged into its base once, kept in <workspace>/models/<id>[@<step>] and reused by every
+    run that trains on from it (an SFT warm-up before GRPO, DPO after SFT); a fully fine-tuned run's own folder.
+    Anything else as `resolve_model` says. ModelError says why not (no such run, still running, a reward model)."""
+    from backend.models.specs import build_once
+
+    if not (spec or "").strip().startswith(RUN_PREFIX):
+        return resolve_model(spec, progress)
+    run_id, step = run_part(spec)
+    art = check_run_model(spec, workspace)
+    if art.kind == "full":
+        return str(art.folder)
+    weights = art.folder / "adapter_model.safetensors"
+    source = f"{spec} merged into {art.run.config.model}: adapter of {weights.stat().st_size} bytes, " \
+             f"written at {weights.stat().st_mtime_ns}"  # a re-trained adapter of the same name is merged again
+    target = Path(workspace) / "models" / (run_id + (f"@{step}" if step is not None else ""))
+
+    def merge(out: Path) -> None:
+        from backend.export import merge_artifact
+
+        merge_artifact(art, out, progress or (lambda f, m: None))
+
+    if progress and not is_complete(target, source):
+        progress(0.0, f"Merging {spec}'s adapter into its base model (once; kept in {target})")
+    return str(build_once(target, merge, source, progress))
 
 
 def _read_json(path: Path) -> dict:

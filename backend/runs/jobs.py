@@ -27,7 +27,7 @@ from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_gr
                                 spawn_detached)
 from backend.modes.registry import mode_spec
 from backend.runs import gpus
-from backend.runs.store import Run, RunStore, other_dispatchers, slot_holders
+from backend.runs.store import RUN_PREFIX, Run, RunStore, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
     from backend.data import FormatInfo
@@ -60,11 +60,15 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
     from backend.data.templates import template_problem
     from backend.models import ModelError, check_model, local_folder, unknown_modules
+    from backend.models.ref import check_run_model
     from backend.rewards import validate_sources
 
     errors = []
     try:
-        check_model(config.model)
+        if config.model.strip().startswith(RUN_PREFIX):  # training on from a run: it must have saved a causal LM
+            check_run_model(config.model, workspace)
+        else:
+            check_model(config.model)
     except ModelError as e:
         errors.append(f"model: {e}")
     else:

@@ -75,14 +75,15 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
     config = record.config
     try:
         from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset
-        from backend.models import resolve_model
+        from backend.models.ref import training_model
         from backend.modes import mode_module
         from transformers import PrinterCallback
 
         from backend.modes.training import StoreCallback, TrainContext, evaluate_at_end
 
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
-        model_path = resolve_model(config.model, progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
+        model_path = training_model(config.model, store.workspace,
+                                    progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace,
                                         options=DataOptions.of(config))
         e = config.eval

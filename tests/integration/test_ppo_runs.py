@@ -142,6 +142,7 @@ def test_a_value_init_run_that_is_not_a_finished_rm_run_is_refused_before_launch
 
 def test_ppo_trains_in_two_processes_resumes_after_every_process_is_killed_and_logs_each_step_once(tiny_model,
                                                                                                       tmp_path):
+    import contextlib
     import os
     import signal
     import time
@@ -161,13 +162,19 @@ def test_ppo_trains_in_two_processes_resumes_after_every_process_is_killed_and_l
         for pid in ranks:
             os.kill(pid, sig)
 
-    while True:  # frozen while we look, killed once a checkpoint is complete
-        signal_all(signal.SIGSTOP)
-        if found := last_checkpoint(store, run.id):
-            break
-        signal_all(signal.SIGCONT)
-        time.sleep(0.01)
-    signal_all(signal.SIGKILL)
+    try:
+        while True:  # frozen while we look, killed once a checkpoint is complete
+            signal_all(signal.SIGSTOP)
+            if found := last_checkpoint(store, run.id):
+                break
+            signal_all(signal.SIGCONT)
+            time.sleep(0.01)
+    finally:  # nothing is left frozen, whatever happened
+        for pid in [group, *ranks]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
     assert found[1] < 12, "the run ended before it could be killed"
     wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "interrupted", timeout=15,
              what="interrupted")
