@@ -13,6 +13,8 @@ def test_switch_to_chinese_and_back_remembered_across_a_reload(ui_server, page):
     assert page.get_by_role("tab", name="运行").is_visible()
     page.wait_for_function("() => document.querySelector('#start').textContent.includes('开始训练')")
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
+    page.get_by_role("tab", name="评估").click()  # a tab mounted after the switch shows its words in Chinese too
+    page.wait_for_function("() => document.querySelector('#eval-start')?.textContent.includes('开始评估')")
     page.reload()  # the browser keeps its choice
     page.get_by_role("tab", name="训练").wait_for(timeout=30_000)
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")

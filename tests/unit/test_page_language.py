@@ -1,0 +1,86 @@
+"""The whole page in Chinese: after the header's language selector picks 中文, no label, help text, button,
+section title or choice on any tab is left in English (names such as LoRA or JSONL stay as they are)."""
+import re
+
+import pytest
+
+from backend.config import choices, field_paths
+
+# Names kept as they are in both languages: methods, formats, libraries, hardware and protocols, the Greek letters
+# hyperparameters are named by, and RL's "rollout" (Chinese RL texts, LlamaBoard's and ms-swift's included, keep it).
+NAMES = {
+    "LoRA", "QLoRA", "DoRA", "rsLoRA", "PEFT", "TRL", "SFT", "DPO", "KTO", "PPO", "GRPO", "RLOO", "REINFORCE", "GAE",
+    "SLiC", "TPE", "EOS", "JSONL", "JSON", "YAML", "CSV", "Parquet", "safetensors", "Hugging", "Face", "Hub", "Optuna",
+    "TensorBoard", "AdamW", "accelerate", "DeepSpeed", "FSDP", "FlashAttention", "ZeRO", "vLLM", "bitsandbytes",
+    "Liger", "Triton", "RMSNorm", "RoPE", "SwiGLU", "GPU", "CPU", "CUDA", "Ampere", "TCP", "HTTP", "token", "Ziegler",
+    "nats", "alpha", "beta", "gamma", "lambda", "rollout",
+}
+# Values are typed and picked the same in both languages: the settings' choices and TRL's dataset columns.
+VALUES = {str(v) for _, info in field_paths() for v in choices(info) or ()} | {
+    "prompt", "completion", "chosen", "rejected", "label", "messages", "text", "true", "false"}
+CODE = re.compile(r"`[^`]*`|<code>.*?</code>|<[^>]+>|https?://\S+")
+WORD = re.compile(r"(?<![\w./:@<{$=-])[A-Za-z]{3,}(?![\w./:@>}=-])")
+
+
+def english_words(text) -> list[str]:
+    """The words of `text` a Chinese reader would have to read in English: not code, identifiers or names."""
+    plain = CODE.sub(" ", str(text or ""))
+    return [w for w in WORD.findall(plain) if w not in NAMES | VALUES]
+
+
+def test_what_counts_as_english():
+    assert english_words("Start training") == ["Start", "training"]
+    assert english_words("LoRA 秩（`lora.r`）") == []
+    assert english_words("按 max_steps 训练，例如 q_proj,v_proj 或 run:ID@STEP") == []
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    import gradio as gr
+
+    from app.main import build_app
+
+    demo = build_app(tmp_path_factory.mktemp("ws"))
+    on_language = next(f.fn for f in demo.fns.values() if f.name == "on_language")
+    return demo, on_language("zh"), gr
+
+
+def shown_texts(component, update: dict, gr) -> dict[str, str]:
+    """The texts a component shows once the language update is applied: label, help, a button's or a
+    Markdown's words, a Radio's choice labels."""
+    def now(prop):
+        return update[prop] if prop in update else getattr(component, prop, None)
+
+    texts = {}
+    if isinstance(component, (gr.Tab, gr.Accordion)) or getattr(component, "show_label", True):
+        texts["label"] = now("label")
+    texts["info"] = now("info")
+    if isinstance(component, (gr.Button, gr.Markdown)):
+        texts["value"] = now("value")
+    if isinstance(component, gr.Radio):
+        texts["choices"] = " ".join(str(label) for label, _ in now("choices") or [])
+    return {k: v for k, v in texts.items() if isinstance(v, str) and v.strip()}
+
+
+def test_every_word_of_every_tab_switches_to_chinese(page):
+    demo, updates, gr = page
+    english = []
+    for component in demo.blocks.values():
+        if getattr(component, "elem_id", None) == "language":
+            continue  # each language by its own name
+        update = updates.get(component, {})
+        if not update and getattr(component, "visible", True) is False:
+            continue  # shown later, by a handler that writes its words
+        for prop, text in shown_texts(component, update, gr).items():
+            if words := english_words(text):
+                english.append(f"{getattr(component, 'elem_id', None) or type(component).__name__}.{prop}: "
+                               f"{text[:70]!r} ({', '.join(words[:4])})")
+    assert english == [], f"{len(english)} texts left in English:\n" + "\n".join(english)
+
+
+def test_switching_back_restores_english(page):
+    demo, _, gr = page
+    on_language = next(f.fn for f in demo.fns.values() if f.name == "on_language")
+    english = on_language("en")
+    tabs = {c.elem_id: u["label"] for c, u in english.items() if isinstance(c, gr.Tab)}
+    assert tabs["tab-train"] == "Train" and tabs["tab-labeling"] == "Labeling"
