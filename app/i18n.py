@@ -1,12 +1,16 @@
 """The interface language (English / 中文): one catalogue per language.
 
 A setting's label and help come from the run-config schema in English (each field's title and description) and
-from `backend/config/zh.py` in Chinese, keyed by the setting's path; the page's own words (tabs, buttons, section
-titles) are in UI below. `tests/unit/test_i18n.py` keeps every key in both languages. Errors keep naming
-settings by their path, which is the same in both.
+from `backend/config/zh.py` in Chinese, keyed by the setting's path; the page's own words (every tab's labels, help
+texts, buttons, section titles, intros and Radio choice labels) are in UI below, and each tab builds its components
+with their words from there. `tests/unit/test_i18n.py` keeps every key in both languages and
+`tests/unit/test_page_language.py` checks that no word on the page stays English. Errors keep naming settings by
+their path, which is the same in both.
 
 The page is built once, in English; choosing a language (the header's selector, remembered per browser, or
-`launch.py ui --lang zh` for browsers that have not chosen) sends each registered component its words.
+`launch.py ui --lang zh` for browsers that have not chosen) sends each registered component its words. Messages
+that handlers write later (status lines, progress, tables, notifications) are in English: handlers do not know
+the page's language.
 """
 from __future__ import annotations
 

@@ -33,3 +33,20 @@ def test_a_section_title_keeps_its_markdown_and_settings_get_label_and_help():
     updates = words.updates("zh")
     assert updates[title]["value"] == "**数据**"
     assert updates[box]["label"] == "学习率" and updates[box]["info"].startswith("峰值学习率")
+
+
+def test_one_component_gets_several_words_and_a_radio_keeps_its_values():
+    import gradio as gr
+
+    words = i18n.Translatable()
+    with gr.Blocks():
+        temperature = words.add(gr.Number(), "label.temperature", fmt={"side": "A"})
+        box = words.add(gr.Textbox(), "label.annotator", info="label.annotator_help")
+        source = words.add(gr.Radio(["dataset", "typed"]), "label.source",
+                           choices=[("label.source.dataset", "dataset"), ("label.source.typed", "typed")])
+    assert temperature.label == "Temperature (A)" and box.info == "Recorded with each label."  # built in English
+    updates = words.updates("zh")
+    assert updates[temperature]["label"] == "温度系数（A）"
+    assert updates[box]["label"] == "标注者" and updates[box]["info"] == "随每条标注一起记录。"
+    assert updates[source]["choices"] == [("数据集中的一列", "dataset"), ("手动输入的提示", "typed")]
+    assert words.components == [temperature, box, source]
