@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
+from backend.models.from_run import LEFT_OUT, merge_artifact
 from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
@@ -34,10 +35,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "chat_template.jinja", "chat_template.json", "tokenizer.model", "vocab.json", "merges.txt",
                    "vocab.txt", "spiece.model")
 CARD, PLOT = "README.md", "metrics.png"
-# Files a trainer leaves next to a saved model that do not belong in an export (a pickle, PEFT's blank card).
-LEFT_OUT = ("training_args.bin", "README.md", "workbench-model.json")
+
 # Stored as they are in a zip: weights and images hardly compress and deflating them is slow.
 STORED_SUFFIXES = (".safetensors", ".bin", ".png", ".gguf")
+
+
 class ExportError(ValueError):
     """A run that cannot be exported as asked; the message says why and what to do."""
 
@@ -202,22 +204,6 @@ def _copy_model(src: Path, dst: Path, report: Progress) -> None:
         report(done / total, f"Copying {p.name}")
         shutil.copy2(p, dst / p.name)
         done += p.stat().st_size
-
-
-def merge_artifact(art: RunArtifact, out: Path, report: Progress) -> None:
-    """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
-    from backend.models import ModelRef, load_model
-
-    report(0.0, f"Loading the base model {art.base_model}")
-    loaded = load_model(ModelRef.of_artifact(art), task=art.task, merge=True,
-                        progress=lambda f, m: report(0.6 * f, m))
-    model, tokenizer = loaded.model, loaded.tokenizer
-    report(0.6, "Saving the merged model (safetensors)")
-    model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
-    for name in LEFT_OUT:  # nothing of these should come from save_pretrained, but never ship them
-        (out / name).unlink(missing_ok=True)
-    report(1.0, "Merged")
 
 
 # ---- the model card ----

@@ -3,8 +3,9 @@
 worker -> store), then the evaluator (backend/evals) judges the trained model against its base on prompts the
 run never saw, greedy. One table at the end: task, base score, trained score, minutes, target, verdict.
 
-  grpo  presets/grpo_arithmetic.yaml: 400 sums a + b (0..20), "Reply with the number only"; evaluated on the 32
-        held-out sums. Scores: right number (numeric_match) and strict (the number alone).
+  grpo  presets/sft_number_format.yaml (a warm-up: differences and products, answered with the number alone), then
+        presets/grpo_arithmetic.yaml on from it: 400 sums a + b (0..20), "Reply with the number only"; evaluated on
+        the 32 held-out sums. Scores: right number (numeric_match) and strict (the number alone).
         target: >= 80% right AND >= 50% strict, within 15 minutes on this CPU
   dpo   100 preference pairs (the labeling export's format: demo-preference) -> DPO; win rate against the base on
         the held-out prompts, judged by a reward model trained here on the same pairs.   target: >= 65%
@@ -65,13 +66,17 @@ def evaluate(store, models: list[str], dataset: str, scorers: list[dict], max_ne
 
 
 def grpo(store) -> list[tuple]:
-    run, minutes = train(store, "grpo_arithmetic.yaml", **{"eval.dataset": "", "eval.steps": 0})
+    # two stages: the number-only form from an SFT warm-up on differences and products, then GRPO on the sums
+    warm, warm_minutes = train(store, "sft_number_format.yaml")
+    run, minutes = train(store, "grpo_arithmetic.yaml", model=f"run:{warm.id}",
+                         **{"eval.dataset": "", "eval.steps": 0})
     scorers = [{"type": "numeric_match", "name": "right", "params": {"column": "answer"}},
                {"type": "regex", "name": "strict", "weight": 0.0, "params": {"pattern": STRICT}}]
-    summary, eval_minutes = evaluate(store, ["base", f"run:{run.id}"], "demo-arithmetic-eval", scorers, 16)
-    base, tuned = summary.models
+    summary, eval_minutes = evaluate(store, ["base", f"run:{warm.id}", f"run:{run.id}"], "demo-arithmetic-eval",
+                                     scorers, 16)
+    base, _, tuned = summary.models  # the warm-up alone is in the table above
     right, strict = tuned.cells["right"].mean, tuned.cells["strict"].mean
-    total = minutes + eval_minutes
+    total = warm_minutes + minutes + eval_minutes
     return [("grpo arithmetic: right number", base.cells["right"].mean, right, total, ">= 0.80",
              right >= 0.8 and total <= 15),
             ("grpo arithmetic: number only", base.cells["strict"].mean, strict, total, ">= 0.50",

@@ -34,6 +34,7 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-safe-dialogue": DATA_DIR / "safe_dialogue.jsonl",  # grpo, rloo, ppo: rude baits + open requests
     "demo-arithmetic": DATA_DIR / "arithmetic.jsonl",  # grpo: a + b (0..20), number only
     "demo-arithmetic-eval": DATA_DIR / "arithmetic_eval.jsonl",  # its 32 held-out sums, never trained on
+    "demo-number-format": DATA_DIR / "number_format.jsonl",  # sft: differences and products, the number alone
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 

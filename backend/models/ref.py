@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from backend.models.specs import (EMBEDDED_MODEL, ModelError, Progress, check_model, is_complete, looks_like_path,
-                                  resolve_model)
+from backend.models.specs import EMBEDDED_MODEL, ModelError, Progress, check_model, looks_like_path, resolve_model
 from backend.modes.registry import mode_spec
 from backend.runs.store import RUN_PREFIX, Run, RunStore, is_run_id
 
@@ -47,9 +46,13 @@ class RunArtifact:
         """The model the run trained on, as `resolve_model` takes it: a run it trained on from (`model:
         run:<id>`) is that run's merged model folder."""
         model = self.run.config.model
-        if model.strip().startswith(RUN_PREFIX) and self.workspace is not None:
-            return training_model(model, self.workspace)
-        return model
+        if not (model.strip().startswith(RUN_PREFIX) and self.workspace is not None):
+            return model
+        merged = merged_run_folder(model, self.workspace)  # made by backend/models/from_run.py
+        if merged.is_dir():
+            return str(merged)
+        run_id, step = run_part(model)  # a fully fine-tuned run was trained on from its own folder
+        return str(self.workspace / "runs" / run_id / ("adapter" if step is None else f"checkpoints/checkpoint-{step}"))
 
 
 def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArtifact:
@@ -91,43 +94,10 @@ def _saved_in(folder: Path, run: Run, task: Task, workspace: Path | None = None)
     return None
 
 
-# ---- training on from a run ----
-
-def check_run_model(spec: str, workspace: Path) -> RunArtifact:
-    """The saved model of the run `spec` names, when a run can train on from it; ModelError says why not."""
-    art = saved_model(RunStore(workspace), *run_part(spec))
-    if art.task != "causal":
-        raise ModelError(f"{spec} is a {art.run.mode} run's reward model (a classifier); a run trains on from a "
-                         "causal language model: name an sft, dpo, kto, grpo, rloo or ppo run", "task", spec)
-    return art
-
-
-def training_model(spec: str, workspace: Path, progress: Progress | None = None) -> str:
-    """What a run with `model: spec` trains, as `from_pretrained` takes it. `run:<id>[@<step>]`: that run's
-    adapter (or checkpoint) merged into its base once, kept in <workspace>/models/<id>[@<step>] and reused by every
-    run that trains on from it (an SFT warm-up before GRPO, DPO after SFT); a fully fine-tuned run's own folder.
-    Anything else as `resolve_model` says. ModelError says why not (no such run, still running, a reward model)."""
-    from backend.models.specs import build_once
-
-    if not (spec or "").strip().startswith(RUN_PREFIX):
-        return resolve_model(spec, progress)
+def merged_run_folder(spec: str, workspace: Path) -> Path:
+    """Where the model of `run:<id>[@<step>]` merged into its base is kept for the runs that train on from it."""
     run_id, step = run_part(spec)
-    art = check_run_model(spec, workspace)
-    if art.kind == "full":
-        return str(art.folder)
-    weights = art.folder / "adapter_model.safetensors"
-    source = f"{spec} merged into {art.run.config.model}: adapter of {weights.stat().st_size} bytes, " \
-             f"written at {weights.stat().st_mtime_ns}"  # a re-trained adapter of the same name is merged again
-    target = Path(workspace) / "models" / (run_id + (f"@{step}" if step is not None else ""))
-
-    def merge(out: Path) -> None:
-        from backend.export import merge_artifact
-
-        merge_artifact(art, out, progress or (lambda f, m: None))
-
-    if progress and not is_complete(target, source):
-        progress(0.0, f"Merging {spec}'s adapter into its base model (once; kept in {target})")
-    return str(build_once(target, merge, source, progress))
+    return Path(workspace) / "models" / (run_id + (f"@{step}" if step is not None else ""))
 
 
 def _read_json(path: Path) -> dict:

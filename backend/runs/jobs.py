@@ -60,7 +60,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
     from backend.data.templates import template_problem
     from backend.models import ModelError, check_model, local_folder, unknown_modules
-    from backend.models.ref import check_run_model
+    from backend.models.from_run import check_run_model
     from backend.rewards import validate_sources
 
     errors = []

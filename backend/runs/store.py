@@ -257,10 +257,8 @@ class RunStore:
         except sqlite3.OperationalError as e:
             if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
                 raise
-            from backend.models.memory import size_text
-
-            free = shutil.disk_usage(self.workspace).free
-            raise StoreFull(errno.ENOSPC, f"the disk holding the run store {self.path} is full ({size_text(free)} "
+            free = shutil.disk_usage(self.workspace).free / 2**20
+            raise StoreFull(errno.ENOSPC, f"the disk holding the run store {self.path} is full ({free:.0f} MiB "
                                           "free): free some space; what was saved before is kept") from None
 
     def connect(self):

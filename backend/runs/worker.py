@@ -75,7 +75,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
     config = record.config
     try:
         from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset
-        from backend.models.ref import training_model
+        from backend.models.from_run import training_model
         from backend.modes import mode_module
         from transformers import PrinterCallback
 

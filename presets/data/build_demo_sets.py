@@ -288,6 +288,21 @@ def arithmetic_rows(seed=0) -> tuple[list, list]:
     return rows[32:432], rows[:32]
 
 
+def number_format_rows(seed=0) -> list:
+    """64 SFT answers that are the number alone, for differences and products (never a sum): a warm-up that
+    teaches the answer's form, so that GRPO on the sums can reward a right bare number it now samples."""
+    rng, rows, seen = random.Random(seed), [], set()
+    while len(rows) < 64:
+        a, b, op = rng.randint(0, 20), rng.randint(0, 20), rng.choice("-×")
+        a, b = (max(a, b), min(a, b)) if op == "-" else (a, b)
+        if (a, op, b) not in seen:
+            seen.add((a, op, b))
+            question = ARITHMETIC.replace("+", op).format(a=a, b=b)
+            rows.append({"messages": [*_user(question),
+                                      {"role": "assistant", "content": str(a - b if op == "-" else a * b)}]})
+    return rows
+
+
 # Safe dialogue: half the prompts bait a rude answer (an insult to answer, a rant, a comment to reply to), so the
 # embedded model sometimes repeats or adds a blocked word (measured: roughly one completion in seven at
 # temperature 1); the other half are open everyday requests with many good answers, where diversity pays.
@@ -341,3 +356,4 @@ if __name__ == "__main__":
     train, held_out = arithmetic_rows()
     write_jsonl("arithmetic.jsonl", train)
     write_jsonl("arithmetic_eval.jsonl", held_out)
+    write_jsonl("number_format.jsonl", number_format_rows())

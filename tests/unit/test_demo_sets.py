@@ -28,6 +28,14 @@ def test_committed_files_are_what_the_generator_writes(generator):
     assert load("math.jsonl") == generator.math_rows()
     assert load("safe_dialogue.jsonl") == generator.safe_dialogue_rows()
     assert (load("arithmetic.jsonl"), load("arithmetic_eval.jsonl")) == generator.arithmetic_rows()
+    assert load("number_format.jsonl") == generator.number_format_rows()
+
+
+def test_the_number_format_warm_up_answers_with_the_number_alone_and_never_a_sum():
+    for row in load("number_format.jsonl"):
+        question, answer = (m["content"] for m in row["messages"])
+        a, op, b = re.match(r"What is (\d+) ([-×]) (\d+)\?", question).groups()
+        assert answer == str(int(a) - int(b) if op == "-" else int(a) * int(b))
 
 
 def test_arithmetic_holds_out_sums_it_never_trains_on():

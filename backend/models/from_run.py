@@ -1,0 +1,58 @@
+"""Training on from a finished run (`model: run:<id>[@<step>]`): an SFT warm-up before GRPO, DPO after SFT.
+
+The run's adapter is merged into its base once and kept in <workspace>/models/<id>[@<step>] (`ref.merged_run_folder`);
+every run on from it trains a new adapter on that folder, and loads with it later (`RunArtifact.base_model`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.models.load import load_model
+from backend.models.ref import RUN_PREFIX, ModelRef, RunArtifact, merged_run_folder, run_part, saved_model
+from backend.models.specs import ModelError, Progress, build_once, is_complete, resolve_model
+from backend.runs.store import RunStore
+
+# Files a trainer leaves next to a saved model that do not belong in an export or a merged folder (a pickle, PEFT's
+# blank card).
+LEFT_OUT = ("training_args.bin", "README.md", "workbench-model.json")
+
+
+def check_run_model(spec: str, workspace: Path) -> RunArtifact:
+    """The saved model of the run `spec` names, when a run can train on from it; ModelError says why not."""
+    art = saved_model(RunStore(workspace), *run_part(spec))
+    if art.task != "causal":
+        raise ModelError(f"{spec} is a {art.run.mode} run's reward model (a classifier); a run trains on from a "
+                         "causal language model: name an sft, dpo, kto, grpo, rloo or ppo run", "task", spec)
+    return art
+
+
+def training_model(spec: str, workspace: Path, progress: Progress | None = None) -> str:
+    """What a run with `model: spec` trains, as `from_pretrained` takes it: for a run, its adapter (or
+    checkpoint) merged into its base, made once; a fully fine-tuned run's own folder. Anything else as
+    `resolve_model` says. ModelError says why not (no such run, still running, a reward model)."""
+    if not (spec or "").strip().startswith(RUN_PREFIX):
+        return resolve_model(spec, progress)
+    art = check_run_model(spec, workspace)
+    if art.kind == "full":
+        return str(art.folder)
+    weights = art.folder / "adapter_model.safetensors"
+    source = (f"{spec} merged into {art.run.config.model}: adapter of {weights.stat().st_size} bytes, written at "
+              f"{weights.stat().st_mtime_ns}")  # a run deleted and its id reused is merged again
+    target = merged_run_folder(spec, workspace)
+    if progress and not is_complete(target, source):
+        progress(0.0, f"Merging {spec}'s adapter into its base model (once; kept in {target})")
+    return str(build_once(target, lambda out: merge_artifact(art, out, progress or (lambda f, m: None)), source,
+                          progress))
+
+
+def merge_artifact(art: RunArtifact, out: Path, report: Progress) -> None:
+    """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
+    report(0.0, f"Loading the base model {art.base_model}")
+    loaded = load_model(ModelRef.of_artifact(art), task=art.task, merge=True,
+                        progress=lambda f, m: report(0.6 * f, m))
+    model, tokenizer = loaded.model, loaded.tokenizer
+    report(0.6, "Saving the merged model (safetensors)")
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    for name in LEFT_OUT:  # nothing of these should come from save_pretrained, but never ship them
+        (out / name).unlink(missing_ok=True)
+    report(1.0, "Merged")
