@@ -419,8 +419,8 @@ class RunStore:
                 continue
             users = [f"{r['name']} ({r['status']})" for r in active if _references(r["config"], run_id)]
             if users:  # e.g. its reward model or PPO value model: the active run loads it when it starts
-                problems.append(f"run {run_id} is used by the {users[0]} run (as a reward or value model): "
-                                "stop that run first")
+                problems.append(f"run {run_id} is used by the {users[0]} run (as its model, a reward model or "
+                                "its value model): stop that run first")
                 continue
         return problems
 
