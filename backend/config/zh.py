@@ -7,7 +7,8 @@ ZH: dict[str, tuple[str, str]] = {
     "name": ("运行名称", "显示在运行列表中；留空则自动生成。"),
     "mode": ("训练模式", "sft：监督微调；rm：奖励模型训练；dpo：直接偏好优化；kto：Kahneman-Tversky 优化；ppo：近端策略优化；"
                      "grpo：组相对策略优化；rloo：REINFORCE 留一法。"),
-    "model": ("模型", "`smollm2-135m-instruct`（内置，离线可用）、本地 save_pretrained 文件夹，或 Hugging Face Hub 模型 id。"),
+    "model": ("模型", "`smollm2-135m-instruct`（内置，离线可用）、本地 save_pretrained 文件夹、Hugging Face Hub 模型 id，"
+                      "或 `run:<id>`：在一个已完成运行的模型上继续训练（其适配器只合并进基座一次），例如先 SFT 预热再 GRPO。"),
     "dataset": ("数据集", "内置演示集、JSONL / JSON / CSV / Parquet 文件、datasets.save_to_disk 文件夹、LLaMA-Factory 数据文件夹中的"
                         "数据集（文件夹/名称），或用逗号分隔的多个数据集（按 data.mix 混合）。"),
     "data.columns": ("数据集列", "当列名不是 TRL 的名称时，指明哪一列是哪一项：name=column 对，例如 `prompt=question, "
