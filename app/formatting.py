@@ -1,6 +1,7 @@
 """Text and HTML the UI shows for runs, errors and commands: plain functions, unit-tested without a browser."""
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -8,10 +9,21 @@ import shlex
 import time
 from pathlib import Path
 
+from app import i18n
 from backend.config import RunConfig, field_paths, get_path, to_yaml
 from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
+
+
+def columns(names: list[str], lang: str) -> list[str]:
+    """Table headers in `lang` (the names of reward sources and metrics stay as they are)."""
+    return [i18n.text(f"col.{n}", lang) if f"col.{n}" in i18n.UI else n for n in names]
+
+
+def status_text(status: str, lang: str = i18n.DEFAULT) -> str:
+    """A run's (or sweep's) status word in `lang`."""
+    return i18n.text(f"status.{status}", lang) if f"status.{status}" in i18n.UI else status
 _STATUS_COLORS = {"queued": "#6b7280", "running": "#4f46e5", "completed": "#16a34a",
                   "failed": "#dc2626", "stopped": "#d97706", "interrupted": "#ea580c"}
 _TITLES = {path: info.title for path, info in field_paths()}
@@ -79,44 +91,46 @@ def progress_cell(run: Run) -> str:
     return f"{run.step}" if run.step else "-"
 
 
-def run_table_rows(runs: list[Run], now: float | None = None) -> list[list[str]]:
+def run_table_rows(runs: list[Run], now: float | None = None, lang: str = i18n.DEFAULT) -> list[list[str]]:
     now = time.time() if now is None else now
-    return [[r.name, r.mode, _status_word(r), progress_cell(r), fmt_time(r.started_at or r.created_at, now),
+    return [[r.name, r.mode, _status_word(r, lang), progress_cell(r), fmt_time(r.started_at or r.created_at, now),
              fmt_duration(run_duration(r, now)), r.id] for r in runs]
 
 
-def _status_word(run: Run) -> str:
+def _status_word(run: Run, lang: str = i18n.DEFAULT) -> str:
     if run.status == "running" and run.stop_requested:
-        return "running (stopping)"
-    return run.status
+        return i18n.text("status.stopping", lang)
+    return status_text(run.status, lang)
 
 
-def status_line(run: Run, now: float | None = None) -> str:
-    """One line that starts with the status word: what the run is doing, its pace and ETA."""
+def status_line(run: Run, now: float | None = None, lang: str = i18n.DEFAULT) -> str:
+    """One line that starts with the status word: what the run is doing, its pace and ETA (why a queued run
+    waits is the scheduler's words, in English)."""
     now = time.time() if now is None else now
-    parts = [_status_word(run)]
+    t = functools.partial(i18n.text, lang=lang)
+    parts = [_status_word(run, lang)]
     if run.attempt > 1:  # resumed from a checkpoint
-        parts.append(f"attempt {run.attempt}")
+        parts.append(t("status.attempt", n=run.attempt))
     if run.status == "running" and run.stop_requested:
-        parts[0] = "running · stop requested, saving the adapter"
+        parts[0] = t("status.stop_requested")
     elif run.status == "running" and not run.train_started_at:
-        parts.append("loading the model and data")
+        parts.append(t("status.loading"))
     if run.status == "queued" and run.waiting:
         parts.append(run.waiting)
     if run.gpu_ids:  # kept after the run ends: where it trained
         parts.append(("GPU " if len(run.gpu_ids) == 1 else "GPUs ") + ",".join(run.gpu_ids))
     if run.total_steps:
-        parts.append(f"step {run.step}/{run.total_steps}")
+        parts.append(t("status.steps", step=run.step, total=run.total_steps))
     elif run.step:
-        parts.append(f"step {run.step}")
+        parts.append(t("status.step", step=run.step))
     pace = seconds_per_step(run, now)
     if pace:
-        parts.append(f"{pace:.2f} s/step")
+        parts.append(t("status.pace", pace=pace))
     eta = eta_seconds(run, now)
     if eta is not None:
-        parts.append(f"ETA {fmt_duration(eta)}")
+        parts.append(t("status.eta", left=fmt_duration(eta)))
     elif not run.active:
-        parts.append(f"took {fmt_duration(run_duration(run, now))}")
+        parts.append(t("status.took", took=fmt_duration(run_duration(run, now))))
     return " · ".join(parts)
 
 
@@ -128,16 +142,17 @@ def progress_fraction(run: Run) -> float:
     return 0.0
 
 
-def progress_html(run: Run | None, now: float | None = None, empty: str = "No run selected.") -> str:
+def progress_html(run: Run | None, now: float | None = None, empty: str | None = None,
+                  lang: str = i18n.DEFAULT) -> str:
     """A progress bar with the run's name, status, steps and ETA (the status word is in the text)."""
     if run is None:
-        return f'<div class="wb-progress wb-empty">{html.escape(empty)}</div>'
+        return f'<div class="wb-progress wb-empty">{html.escape(empty or i18n.text("status.no_run", lang))}</div>'
     color = _STATUS_COLORS.get(run.status, "#6b7280")
     pct = 100 * progress_fraction(run)
     busy = " wb-busy" if run.status == "running" and not run.total_steps else ""
     return (f'<div class="wb-progress" data-status="{run.status}">'
             f'<div class="wb-progress-head"><b>{html.escape(run.name)}</b>'
-            f'<span class="wb-status" style="color:{color}">{html.escape(status_line(run, now))}</span></div>'
+            f'<span class="wb-status" style="color:{color}">{html.escape(status_line(run, now, lang))}</span></div>'
             f'<div class="wb-bar{busy}"><div style="width:{pct:.1f}%;background:{color}"></div></div></div>')
 
 
@@ -149,19 +164,27 @@ def _escape_tags(text: str) -> str:
     return "`".join(html.escape(p, quote=False) if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
-def error_markdown(errors: list[str], heading: str = "Cannot start the run") -> str:
-    """A Markdown list naming each bad field by its label and its path (as the CLI's --set uses it)."""
-    lines = [f"**{heading}:**", ""]
+def error_markdown(errors: list[str], heading: str | None = None, lang: str = i18n.DEFAULT) -> str:
+    """A Markdown list naming each bad field by its label (in `lang`) and its path (as the CLI's --set uses it);
+    the messages themselves are the backend's, in English."""
+    heading = heading or i18n.text("train.cannot_start", lang)
+    colon = "：" if lang == "zh" else ":"
+    lines = [f"**{heading}{colon}**", ""]
+
+    def title(path: str) -> str:
+        return (i18n.setting_text(path, lang)[0] if lang != i18n.DEFAULT else _TITLES[path]) or path
+
     for line in errors:
         path, sep, msg = line.partition(": ")
         msg = _escape_tags(msg)
         item = _LIST_ITEM.match(path) if sep else None
         if sep and path in _TITLES:
-            lines.append(f"- **{_TITLES[path] or path}** (`{path}`): {msg}")
+            lines.append(f"- **{title(path)}** (`{path}`): {msg}")
         elif item and item["path"] in _TITLES:
             name = f" ({item['name']})" if item["name"] else ""
             field = f", {item['field']}" if item["field"] else ""
-            lines.append(f"- **{_TITLES[item['path']] or item['path']}, row {int(item['index']) + 1}{name}{field}** "
+            row = i18n.text("msg.row", lang, n=int(item["index"]) + 1)
+            lines.append(f"- **{title(item['path'])}, {row}{name}{field}** "
                          f"(`{path.split(' ')[0]}`): {msg}")
         else:
             lines.append(f"- {_escape_tags(line)}")
@@ -212,14 +235,14 @@ def cli_command(config: RunConfig, workspace: str | Path | None = None) -> str:
 
 # ---- the first example as the trainer sees it ----
 
-def example_html(rendered: list, error: str | None = None) -> str:
+def example_html(rendered: list, error: str | None = None, lang: str = i18n.DEFAULT) -> str:
     """backend.data.render's sequences: the text the loss is taken on in colour, the rest greyed, with the
     token counts; or why there is none."""
     if error:
-        return f"<p><b>Cannot show the first example:</b> {html.escape(error)}</p>"
+        return f"<p><b>{i18n.text('msg.example_failed', lang)}</b> {html.escape(error)}</p>"
     blocks = []
     for r in rendered:
-        head = f"{r.tokens} tokens, {r.learned_tokens} learned from"
+        head = i18n.text("msg.example_tokens", lang, tokens=r.tokens, learned=r.learned_tokens)
         head += f" · {html.escape(r.title)}" if r.title else ""
         body = "".join(f'<span class="{"wb-learned" if learned else "wb-masked"}">{html.escape(text)}</span>'
                        for text, learned in r.segments)
@@ -263,9 +286,10 @@ def sample_table_rows(samples: list[dict], sources: list[str], step: str | int |
     return rows
 
 
-def sample_step_choices(samples: list[dict]) -> list[tuple[str, str]]:
+def sample_step_choices(samples: list[dict], lang: str = i18n.DEFAULT) -> list[tuple[str, str]]:
     steps = sorted({s["step"] for s in samples}, reverse=True)
-    return [("all steps (newest first)", ALL_STEPS)] + [(f"step {n}", str(n)) for n in steps]
+    return [(i18n.text("steps.all", lang), ALL_STEPS)] + [(i18n.text("steps.one", lang, step=n), str(n))
+                                                          for n in steps]
 
 
 def score_table_widths(n_sources: int, step_column: bool) -> list[str]:
@@ -277,10 +301,13 @@ def score_table_widths(n_sources: int, step_column: bool) -> list[str]:
                                                  *["9%"] * n_sources, "7%"]
 
 
-def memory_markdown(summary: str | None, fits: bool | None = None, why_not: str | None = None) -> str:
-    """The Train tab's memory line: the estimate's summary, marked when it does not fit; or why there is none."""
+def memory_markdown(summary: str | None, fits: bool | None = None, why_not: str | None = None,
+                    lang: str = i18n.DEFAULT) -> str:
+    """The Train tab's memory line: the estimate's summary (the backend's words), marked when it does not fit;
+    or why there is none."""
     if summary is None:
-        return f"**Estimated memory:** unknown ({_escape_tags(why_not or 'no estimate')})"
+        why = _escape_tags(why_not or i18n.text("msg.no_estimate", lang))
+        return f"**{i18n.text('msg.memory', lang)}** {i18n.text('msg.memory_unknown', lang)} ({why})"
     head, sep, rest = summary.partition(": ")
     mark = "⚠️ " if fits is False else ""
     return f"{mark}**{head}:** {_escape_tags(rest)}" if sep else _escape_tags(summary)

@@ -9,12 +9,17 @@ their path, which is the same in both.
 
 The page is built once, in English; choosing a language (the header's selector, remembered per browser, or
 `launch.py ui --lang zh` for browsers that have not chosen) sends each registered component its words. Messages
-that handlers write later (status lines, progress, tables, notifications) are in English: handlers do not know
-the page's language.
+that handlers write later (status lines, progress, notifications, confirmations, table headers) follow the
+language too: the selector and the page's load remember it for the browser session (`remember`), and a handler
+that declares `request: gr.Request` asks for it (`lang_of`), so no event needs an extra input. Messages that come
+from the backend (a setting's validation error, a dataset's missing column) stay English inside the app's
+translated words around them: they name fields by path.
 """
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -341,6 +346,125 @@ UI: dict[str, tuple[str, str]] = {
     "label.train.kto": ("Train KTO on these labels", "用这些标注训练 KTO"),
     "label.summary": ("Summary", "汇总"),
     "label.summary_refresh": ("Refresh summary", "刷新汇总"),
+    # ---- messages handlers write (in the session's language; what the backend says inside them stays English) ----
+    # a run's status and progress
+    "status.queued": ("queued", "排队中"),
+    "status.running": ("running", "运行中"),
+    "status.completed": ("completed", "已完成"),
+    "status.failed": ("failed", "失败"),
+    "status.stopped": ("stopped", "已停止"),
+    "status.interrupted": ("interrupted", "已中断"),
+    "status.stopping": ("running (stopping)", "运行中（正在停止）"),
+    "status.stop_requested": ("running · stop requested, saving the adapter", "运行中 · 已请求停止，正在保存适配器"),
+    "status.attempt": ("attempt {n}", "第 {n} 次尝试"),
+    "status.loading": ("loading the model and data", "正在加载模型和数据"),
+    "status.step": ("step {step}", "第 {step} 步"),
+    "status.steps": ("step {step}/{total}", "第 {step}/{total} 步"),
+    "status.pace": ("{pace:.2f} s/step", "{pace:.2f} 秒/步"),
+    "status.eta": ("ETA {left}", "预计剩余 {left}"),
+    "status.took": ("took {took}", "用时 {took}"),
+    "status.no_run": ("No run selected.", "未选择运行。"),
+    "col.name": ("name", "名称"),
+    "col.mode": ("mode", "模式"),
+    "col.status": ("status", "状态"),
+    "col.progress": ("progress", "进度"),
+    "col.started": ("started", "开始时间"),
+    "col.duration": ("duration", "时长"),
+    "col.id": ("id", "ID"),
+    "col.step": ("step", "步数"),
+    "col.prompt": ("prompt", "提示"),
+    "col.completion": ("completion", "回答"),
+    "col.total": ("total", "总分"),
+    "steps.all": ("all steps (newest first)", "全部步数（最新在前）"),
+    "steps.one": ("step {step}", "第 {step} 步"),
+    "msg.row": ("row {n}", "第 {n} 行"),
+    "msg.memory": ("Estimated memory:", "显存估计："),
+    "msg.memory_unknown": ("unknown", "未知"),
+    "msg.no_estimate": ("no estimate", "无法估计"),
+    "msg.example_failed": ("Cannot show the first example:", "无法显示第一个样本："),
+    "msg.example_tokens": ("{tokens} tokens, {learned} learned from", "{tokens} 个 token，其中 {learned} 个参与学习"),
+    "msg.select_run": ("Select a run first.", "请先选择一个运行。"),
+    # Train
+    "train.no_run": ("No run started from this tab yet. Start one and follow it here and in the Runs tab.",
+                     "尚未从本页启动运行。启动后可在这里和“运行”页跟踪它。"),
+    "train.cannot_start": ("Cannot start the run", "无法启动运行"),
+    "train.could_not_start": ("Could not start the run", "启动运行失败"),
+    "train.cannot_start_warning": ("Cannot start the run: {errors}", "无法启动运行：{errors}"),
+    "train.started": ("Started **{name}** (`{id}`).{queued} Live plots are in the Runs tab.",
+                      "已启动 **{name}**（`{id}`）。{queued}实时曲线在“运行”页。"),
+    "train.queued": (" It is queued behind the running run.", "它在正在运行的任务之后排队。"),
+    "train.nothing_to_stop": ("No queued or running run to stop.", "没有排队中或运行中的任务可停止。"),
+    "train.stopping": ("Stopping **{name}**: it saves its adapter and exits.", "正在停止 **{name}**：它会保存适配器后退出。"),
+    "train.outcome": ("**{name}** is {outcome}.", "**{name}** {outcome}。"),
+    "train.gone": ("Run {id} no longer exists.", "运行 {id} 已不存在。"),
+    "train.fix_first": ("fix the settings first: {error}", "请先修正设置：{error}"),
+    "train.cannot_command": ("Cannot build the command", "无法生成命令"),
+    "train.cannot_save": ("Cannot save the preset", "无法保存预设"),
+    "train.saved_info": ("Saved preset {name}", "已保存预设 {name}"),
+    "train.saved": ("Saved preset **{name}** to `{path}`.", "已将预设 **{name}** 保存到 `{path}`。"),
+    "train.choose_preset": ("Choose a preset to load.", "请选择要载入的预设。"),
+    "train.cannot_load": ("Cannot load the preset", "无法载入预设"),
+    "train.loaded": ("Loaded preset **{name}**.", "已载入预设 **{name}**。"),
+    "train.upload_refused": ("Upload refused", "上传被拒绝"),
+    "train.uploaded": ("Uploaded **{name}** into the workspace and selected it.", "已将 **{name}** 上传到工作区并选中。"),
+    "train.template_failed": ("the chat template failed on this example: {error}", "对话模板在此样本上出错：{error}"),
+    "train.preview_unavailable": ("Dataset preview unavailable ({error})", "数据集预览不可用（{error}）"),
+    "train.data_settings": ("Data settings:", "数据设置："),
+    "train.converted": ("Converted:", "已转换："),
+    "train.conversational": ("conversational", "对话格式"),
+    "train.plain_text": ("plain text", "纯文本"),
+    "train.ready": ("**Ready:** {name} format ({columns}, {kind}) · {rows} rows · ready for {mode}",
+                    "**就绪：**{name} 格式（{columns}，{kind}）· {rows} 行 · 可用于 {mode}"),
+    "train.cannot_train": ("Cannot train this dataset:", "无法用此数据集训练："),
+    "train.detected_but": ("{name} format detected, but {error}", "检测到 {name} 格式，但 {error}"),
+    "train.reward_prefilled": ("**Reward pre-filled:** {why}; edit it under Reward sources.",
+                               "**已预填奖励：**{why}；可在“奖励来源”中修改。"),
+    # Runs
+    "runs.stopping": ("Stopping: the run saves its adapter and exits.", "正在停止：运行会保存适配器后退出。"),
+    "runs.outcome": ("The run is {outcome}.", "该运行{outcome}。"),
+    "runs.resuming": ("{name}: attempt {attempt}, resuming from step {step} ({status}).",
+                      "{name}：第 {attempt} 次尝试，从第 {step} 步恢复（{status}）。"),
+    "runs.note_saved": ("Note saved for {name}.", "已保存 {name} 的备注。"),
+    "runs.stop_first": ("{name} is {status}: stop it first, then delete it.", "{name} {status}：请先停止，再删除。"),
+    "runs.deleted": ("Deleted {name}: its metrics, samples and folder (checkpoints, adapter, log). Exports under "
+                     "workspace/exports are kept.",
+                     "已删除 {name}：包括其指标、样本和文件夹（检查点、适配器、日志）。workspace/exports 下的导出会保留。"),
+    "runs.not_removed": ("Could not remove {what}", "无法删除 {what}"),
+    "runs.confirm_run": ("Confirm: delete {name}", "确认：删除 {name}"),
+    "runs.no_output": ("(no output yet)", "（暂无输出）"),
+    "runs.error": ("Error", "错误"),
+    "runs.flat": ("**Flat so far** (not drawn): {text}", "**目前没有变化**（未绘制）：{text}"),
+    "runs.charts": ("{title} · {n} charts", "{title} · {n} 张图"),
+    "runs.chart": ("{title} · 1 chart", "{title} · 1 张图"),
+    # Sweeps
+    "sweeps.at_most": ("At most {n} settings in one sweep.", "一次搜索最多 {n} 个设置项。"),
+    "sweeps.cannot_start": ("Cannot start the sweep:", "无法开始搜索："),
+    "sweeps.started_info": ("Sweep {name} started: {n} trials.", "超参搜索 {name} 已开始：{n} 次试验。"),
+    "sweeps.started": ("Started **{name}** (`{id}`): {n} trials; its runs show in the Runs tab as they start.",
+                       "已开始 **{name}**（`{id}`）：{n} 次试验；各试验的运行开始后会显示在“运行”页。"),
+    "sweeps.select_first": ("Select a sweep first.", "请先选择一个超参搜索。"),
+    "sweeps.stopping": ("Stopping: the current trial's run saves its adapter, then the sweep ends.",
+                        "正在停止：当前试验的运行保存适配器后，搜索结束。"),
+    "sweeps.outcome": ("The sweep is {outcome}.", "该搜索{outcome}。"),
+    "sweeps.resumed": ("Resumed: finished trials are kept; it goes on to {n} trials.",
+                       "已恢复：已完成的试验保留；将继续到 {n} 次试验。"),
+    "sweeps.no_trial": ("No completed trial yet.", "还没有已完成的试验。"),
+    "sweeps.started_run": ("Started {name}.", "已启动 {name}。"),
+    "sweeps.train_invalid": ("The Train tab's settings are not valid yet: {errors}", "训练页的设置尚不合法：{errors}"),
+    "sweeps.best_in_train": ("The best trial's settings are in the Train tab: raise max steps there to train it for "
+                             "longer.", "最佳试验的设置已填入训练页：在那里调大最大步数即可训练更久。"),
+    # Export (Runs tab)
+    "export.starting": ("Starting the export", "正在开始导出"),
+    "export.cannot": ("Cannot export", "无法导出"),
+    "export.failed": ("Export failed", "导出失败"),
+    # Labeling
+    "label.card.prompt": ("Prompt", "提示"),
+    "label.card.answer": ("Answer", "回答"),
+    "label.cannot_start": ("Cannot start the session", "无法开始会话"),
+    "label.could_not_start": ("Could not start the session", "开始会话失败"),
+    "label.cannot_start_warning": ("Cannot start the session: {error}", "无法开始会话：{error}"),
+    # the reward-sources editor
+    "reward.at_most": ("At most {n} reward sources.", "最多 {n} 个奖励来源。"),
 }
 
 
@@ -355,9 +479,47 @@ def setting_text(path: str, lang: str) -> tuple[str, str]:
     return ZH.get(path, english) if lang == "zh" else english
 
 
-def text(key: str, lang: str) -> str:
+def text(key: str, lang: str, **values) -> str:
+    """`key`'s words in `lang`, with `values` filled into its {names}."""
     en, zh = UI[key]
-    return zh if lang == "zh" else en
+    words = zh if lang == "zh" else en
+    return words.format(**values) if values else words
+
+
+# The language each browser session shows, by Gradio's session hash: set by the selector and the page's load,
+# read by handlers. Bounded: sessions come and go, and one forgotten falls back to the server's default.
+SESSIONS_KEPT = 4096
+_sessions: OrderedDict[str, str] = OrderedDict()
+_sessions_lock = threading.Lock()
+_fallback = [DEFAULT]  # the server's default (`launch.py ui --lang`), for sessions not (or no longer) known
+
+
+def serve_default(lang: str) -> None:
+    """The language of a session that has not told its own (build_app sets it from --lang)."""
+    _fallback[0] = pick(lang)
+
+
+def _session(request) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def remember(request, lang: str) -> str:
+    """This browser session shows `lang` from now on; returns the language kept."""
+    lang = pick(lang)
+    if (key := _session(request)) is not None:
+        with _sessions_lock:
+            _sessions[key] = lang
+            _sessions.move_to_end(key)
+            while len(_sessions) > SESSIONS_KEPT:
+                _sessions.popitem(last=False)
+    return lang
+
+
+def lang_of(request) -> str:
+    """The language the session behind `request` shows (a handler's `request: gr.Request`; None: the default)."""
+    key = _session(request)
+    with _sessions_lock:
+        return _sessions.get(key, _fallback[0]) if key is not None else _fallback[0]
 
 
 def pick(lang) -> str:

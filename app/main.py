@@ -98,6 +98,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
     `lang`: the interface language of a browser that has not chosen one."""
     _import_transformers()
     store = RunStore(workspace)
+    i18n.serve_default(lang)
     words = i18n.Translatable()
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         with gr.Row(equal_height=True, elem_classes=["wb-header-row"]):
@@ -135,19 +136,20 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             words.add(page, f"tab.{tab_id}")
             polls.follow(page, tab_id)
 
-        def on_language(code):
-            """A language picked in the header: the page's words in it, remembered by this browser."""
-            return {**words.updates(code), chosen: i18n.pick(code)}
+        def on_language(code, request: gr.Request = None):
+            """A language picked in the header: the page's words in it, remembered by this browser (and by this
+            session, for the messages handlers write)."""
+            return {**words.updates(code), chosen: i18n.remember(request, code)}
 
-        def on_open(saved):
+        def on_open(saved, request: gr.Request = None):
             """A fresh page: the language this browser chose before, else the server's."""
-            code = i18n.pick(saved or lang)
+            code = i18n.remember(request, saved or lang)
             if code == i18n.DEFAULT:
                 return {language: code}  # the page is built in it
             return {**words.updates(code), language: code}
 
-        language.input(on_language, language, [*words.components, chosen], show_progress="hidden")
-        demo.load(on_open, chosen, [*words.components, language], show_progress="hidden")
+        switched = language.input(on_language, language, [*words.components, chosen], show_progress="hidden")
+        opened = demo.load(on_open, chosen, [*words.components, language], show_progress="hidden")
 
         def follow(run_id):
             """After Start: select the new run in the Runs tab and open that tab (nothing when none started)."""
@@ -163,18 +165,22 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
                                                         evaluate.max_new_tokens, *polls.outputs], show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
-        demo.load(preview_fn, **preview_io, show_progress="hidden")
         memory_fn, memory_io = train.memory
-        demo.load(memory_fn, **memory_io, show_progress="hidden")
+        # what handlers write follows the session's language: after it is known, and again when it changes
+        polls.rerun_after(switched)
+        polls.rerun_after(opened, (POLLING_TABS[0],))  # the tab a page opens on
+        for event in (opened, switched):
+            event.then(preview_fn, **preview_io, show_progress="hidden")
+            event.then(memory_fn, **memory_io, show_progress="hidden")
         prompts_fn, prompts_io = play.load
         demo.load(prompts_fn, **prompts_io, show_progress="hidden")
         chat_fn, chat_io = chat.load
         demo.load(chat_fn, **chat_io, show_progress="hidden")
         pages["chat"].select(chat.refresh[0], **chat.refresh[1], show_progress="hidden")  # runs finished since
-        demo.load(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
+        opened.then(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
         label.remember.render()  # outside the tabs, so the page's load event reads the browser's storage
         label_fn, label_io = label.load
-        demo.load(label_fn, **label_io, show_progress="hidden")
+        opened.then(label_fn, **label_io, show_progress="hidden")  # its cards in the page's language
         open_fn, open_io = label.open
         pages["labeling"].select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
     return demo

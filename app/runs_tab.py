@@ -19,8 +19,8 @@ import pandas as pd
 from app import compare_panel, export_panel, i18n
 from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
-from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, progress_html, run_table_rows, sample_sources,
-                            sample_step_choices, sample_table_rows, score_table_widths)
+from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, columns, progress_html, run_table_rows,
+                            sample_sources, sample_step_choices, sample_table_rows, score_table_widths, status_text)
 from app.plots import GROUP_SLOTS, Series, add_rows, chart_layout, figure_from_series, flat_text
 from app.view_state import SentValues
 from app.tab_polls import TabPolls
@@ -69,13 +69,13 @@ def default_selection(runs: list[Run]) -> str | None:
     return pool[0].id if pool else None
 
 
-def log_html(text: str) -> str:
+def log_html(text: str, lang: str = i18n.DEFAULT) -> str:
     # column-reverse keeps the box scrolled to its newest line without any script
-    return f'<div class="wb-log"><pre>{html.escape(text) or "(no output yet)"}</pre></div>'
+    return f'<div class="wb-log"><pre>{html.escape(text) or i18n.text("runs.no_output", lang)}</pre></div>'
 
 
-def _error_markdown(run: Run) -> str:
-    return f"**Error**\n\n```text\n{run.error}\n```" if run.error else ""
+def _error_markdown(run: Run, lang: str = i18n.DEFAULT) -> str:
+    return f"**{i18n.text('runs.error', lang)}**\n\n```text\n{run.error}\n```" if run.error else ""
 
 
 def configured_sources(run: Run) -> list[str]:
@@ -88,8 +88,9 @@ def configured_sources(run: Run) -> list[str]:
         return []
 
 
-def samples_frame(rows: list[list], sources: list[str]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=[*SAMPLE_COLUMNS, *sources, "total"])
+def samples_frame(rows: list[list], sources: list[str], lang: str = i18n.DEFAULT) -> pd.DataFrame:
+    """The samples table; the reward sources' columns keep their names."""
+    return pd.DataFrame(rows, columns=[*columns(SAMPLE_COLUMNS, lang), *sources, i18n.text("col.total", lang)])
 
 
 def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsTab:
@@ -125,7 +126,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
     with gr.Column(visible=False, elem_id="samples") as samples_box:
         with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
             w.add(gr.Markdown(elem_classes=["wb-section"]), "runs.samples", "value")
-            samples_step = w.add(gr.Dropdown(choices=[("all steps (newest first)", ALL_STEPS)], value=ALL_STEPS,
+            samples_step = w.add(gr.Dropdown(choices=sample_step_choices([]), value=ALL_STEPS,
                                              elem_id="samples-step", scale=0, min_width=260), "runs.step")
         samples_table = gr.Dataframe(samples_frame([], []), interactive=False, wrap=True, max_height=420,
                                      elem_id="samples-table", show_label=False)
@@ -145,26 +146,27 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
                samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, *group_boxes,
                *group_plots]
 
-    def render_charts(v: RunView, run: Run | None) -> dict:
+    def render_charts(v: RunView, run: Run | None, lang: str) -> dict:
         """The lead chart, the flat metrics' line and each group's slot (its figure only while unfolded)."""
-        if not v.changed("charts", (run and run.id, v.last_id, tuple(sorted(v.open_groups)))):
+        if not v.changed("charts", (run and run.id, v.last_id, tuple(sorted(v.open_groups)), lang)):
             return {}
         budgets = cost_budgets(run.config.reward_sources) if run else {}
         layout = chart_layout(v.series, mode_spec(run.mode).charts if run else ())
         out = {plot: figure_from_series(v.series, budgets=budgets, names=layout.lead)}
-        text = f"**Flat so far** (not drawn): {flat_text(v.series, layout.flat)}" if layout.flat else ""
+        text = i18n.text("runs.flat", lang, text=flat_text(v.series, layout.flat)) if layout.flat else ""
         if v.changed("flat", text):
             out[flat] = gr.update(value=text, visible=bool(text))
         for i, (box, figure) in enumerate(zip(group_boxes, group_plots)):
             title, names = layout.groups[i] if i < len(layout.groups) else ("", [])
-            label = f"{title} · {len(names)} chart{'s' if len(names) != 1 else ''}" if names else ""
+            label = (i18n.text("runs.chart", lang, title=title) if len(names) == 1
+                     else i18n.text("runs.charts", lang, title=title, n=len(names))) if names else ""
             if v.changed(f"group-{i}", label):
                 out[box] = gr.update(label=label, visible=bool(names))
             if names and i in v.open_groups:
                 out[figure] = figure_from_series(v.series, budgets=budgets, names=names)
         return out
 
-    def render_manage(v: RunView, run: Run | None) -> dict:
+    def render_manage(v: RunView, run: Run | None, lang: str) -> dict:
         """Stop, note, delete, confirm and resume: an active run can be stopped, not deleted; the note follows the
         store."""
         deletable = run is not None and not run.active
@@ -183,12 +185,13 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             out[note] = gr.update(value=run.note if run else "", interactive=run is not None)
         if v.changed("delete", deletable):
             out[delete] = gr.update(interactive=deletable)
-        if v.changed("confirm", (v.confirm_delete, run and run.name)):
+        if v.changed("confirm", (v.confirm_delete, run and run.name, lang)):
             out[confirm] = gr.update(visible=v.confirm_delete,
-                                     value=f"Confirm: delete {run.name}" if run else "Confirm delete")
+                                     value=i18n.text("runs.confirm_run", lang, name=run.name) if run
+                                     else i18n.text("runs.confirm_delete", lang))
         return out
 
-    def render_samples(v: RunView, run: Run | None) -> dict:
+    def render_samples(v: RunView, run: Run | None, lang: str) -> dict:
         """The samples box, its step filter and table (reads only samples newer than the last)."""
         if run is None or run.mode not in RL_MODES:
             return {samples_box: gr.update(visible=False)} if v.changed("samples_box", False) else {}
@@ -197,52 +200,53 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             v.samples = (v.samples + new)[-SAMPLES_KEPT:]
             v.last_sample_id = new[-1]["id"]
         out = {samples_box: gr.update(visible=True)} if v.changed("samples_box", True) else {}
-        steps = sample_step_choices(v.samples)
+        steps = sample_step_choices(v.samples, lang)
         if v.sample_step not in {value for _, value in steps}:
             v.sample_step = ALL_STEPS
         if v.changed("sample_steps", (tuple(steps), v.sample_step)):
             out[samples_step] = gr.update(choices=steps, value=v.sample_step)
         sources = sample_sources(v.samples, configured_sources(run))
-        if v.changed("samples_table", (v.last_sample_id, v.sample_step, tuple(sources))):
-            frame = samples_frame(sample_table_rows(v.samples, sources, v.sample_step), sources)
+        if v.changed("samples_table", (v.last_sample_id, v.sample_step, tuple(sources), lang)):
+            frame = samples_frame(sample_table_rows(v.samples, sources, v.sample_step), sources, lang)
             out[samples_table] = gr.update(value=frame, column_widths=score_table_widths(len(sources),
                                                                                        step_column=True))
         return out
 
-    def render(v: RunView) -> dict:
-        """Updates for `outputs`, leaving out whatever the page already shows."""
+    def render(v: RunView, lang: str = i18n.DEFAULT) -> dict:
+        """Updates for `outputs` in `lang`, leaving out whatever the page already shows."""
         now = time.time()
         runs = store.list_runs()
-        rows = run_table_rows(runs, now)
+        rows = run_table_rows(runs, now, lang)
         out = {view: v}
-        if v.changed("table", rows):
-            out[table] = pd.DataFrame(rows, columns=RUN_COLUMNS)
+        if v.changed("table", (rows, lang)):  # the headers too: the timer re-sends them in the session's language
+            out[table] = pd.DataFrame(rows, columns=columns(RUN_COLUMNS, lang))
         choices = run_choices(runs)
         if v.changed("choices", choices):
             out[select] = gr.update(choices=choices)
         run = next((r for r in runs if r.id == v.run_id), None)
         if run is None:
             v.run_id = None
-            empty = {progress: progress_html(None), log_tail: log_html(""),
+            empty = {progress: progress_html(None, lang=lang), log_tail: log_html("", lang),
                      error: gr.update(value="", visible=False), adapter: gr.update(value="", info=None), config: ""}
             keys = ("progress", "log", "error", "adapter", "config")
-            out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, "none")}
+            out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, ("none", lang))}
             if v.changed("evaluations", ""):
                 out[evaluations] = gr.update(value="", visible=False)
-            return out | render_charts(v, None) | render_samples(v, None) | render_manage(v, None)
+            return out | render_charts(v, None, lang) | render_samples(v, None, lang) | render_manage(v, None, lang)
         new = store.metrics_since(run.id, v.last_id)
         if new:
             add_rows(v.series, new)
             v.last_id = new[-1]["id"]
-        html = progress_html(run, now)
+        html = progress_html(run, now, lang=lang)
         if v.changed("progress", html):
             out[progress] = html
         # an ended run's log is final once its supervisor has written the last lines (a few seconds)
         settled = not run.active and run.finished_at and now - run.finished_at > LOG_SETTLE_S
         tail = v.shown["log"] if settled and "log" in v.shown else jobs.log_tail(store, run.id, LOG_LINES)
-        if v.changed("log", tail):
-            out[log_tail] = log_html(tail)
-        err = _error_markdown(run)
+        if v.changed("log_lang", (tail, lang)):  # "log" keeps the tail itself (read back once settled)
+            v.changed("log", tail)
+            out[log_tail] = log_html(tail, lang)
+        err = _error_markdown(run, lang)
         if v.changed("error", err):
             out[error] = gr.update(value=err, visible=bool(err))
         logs_at = reporting.locations(run.config.report_to, store.run_dir(run.id), store.workspace)  # under adapter
@@ -256,87 +260,94 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             text = "" if run.active else run_evaluations_markdown(store, run.id)
             if v.changed("evaluations", text):
                 out[evaluations] = gr.update(value=text, visible=bool(text))
-        return out | render_charts(v, run) | render_samples(v, run) | render_manage(v, run)
+        return out | render_charts(v, run, lang) | render_samples(v, run, lang) | render_manage(v, run, lang)
 
     def on_group(i: int, unfolded: bool):
-        def handler(v: RunView):
+        def handler(v: RunView, request: gr.Request = None):
             (v.open_groups.add if unfolded else v.open_groups.discard)(i)
-            return render(v)
+            return render(v, i18n.lang_of(request))
         return handler
 
-    def on_select(run_id, v: RunView):
-        return render(v.select(run_id or None))
+    def on_poll(v: RunView, request: gr.Request = None):
+        return render(v, i18n.lang_of(request))
 
-    def on_sample_step(step, v: RunView):
+    def on_select(run_id, v: RunView, request: gr.Request = None):
+        return render(v.select(run_id or None), i18n.lang_of(request))
+
+    def on_sample_step(step, v: RunView, request: gr.Request = None):
         v.sample_step = step or ALL_STEPS
-        return render(v)
+        return render(v, i18n.lang_of(request))
 
     def on_table_select(evt: gr.SelectData):
         row = evt.row_value or []
         return row[-1] if row else gr.skip()
 
-    def on_stop(v: RunView):
+    def on_stop(v: RunView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not v.run_id:
-            gr.Info("Select a run first.")
-            return render(v)
+            gr.Info(i18n.text("msg.select_run", lang))
+            return render(v, lang)
         outcome = jobs.stop_run(store, v.run_id)
-        gr.Info("Stopping: the run saves its adapter and exits." if outcome == "stopping"
-                else f"The run is {outcome}.")
-        return render(v)
+        gr.Info(i18n.text("runs.stopping", lang) if outcome == "stopping"
+                else i18n.text("runs.outcome", lang, outcome=status_text(outcome, lang)))
+        return render(v, lang)
 
-    def on_resume(v: RunView):
+    def on_resume(v: RunView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not v.run_id:
-            gr.Info("Select a run first.")
-            return render(v)
+            gr.Info(i18n.text("msg.select_run", lang))
+            return render(v, lang)
         try:
             run = jobs.resume_run(store, v.run_id)
         except (KeyError, ValueError) as e:
-            gr.Warning(str(e.args[0]))
-            return render(v)
-        gr.Info(f"{run.name}: attempt {run.attempt}, resuming from step {run.step} ({run.status}).")
-        return render(v)
+            gr.Warning(str(e.args[0]))  # the store's reason, in English
+            return render(v, lang)
+        gr.Info(i18n.text("runs.resuming", lang, name=run.name, attempt=run.attempt, step=run.step,
+                          status=status_text(run.status, lang)))
+        return render(v, lang)
 
-    def on_note(text, v: RunView):
+    def on_note(text, v: RunView, request: gr.Request = None):
         try:
             run = store.get_run(v.run_id) if v.run_id else None
         except KeyError:  # deleted meanwhile
             return
         if run is not None and (text or "").strip() != run.note:
             store.set_note(run.id, text)
-            gr.Info(f"Note saved for {run.name}.")
+            gr.Info(i18n.text("runs.note_saved", i18n.lang_of(request), name=run.name))
 
-    def on_delete(v: RunView):
+    def on_delete(v: RunView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         run = next((r for r in store.list_runs() if r.id == v.run_id), None)
         if run is None:
-            gr.Info("Select a run first.")
+            gr.Info(i18n.text("msg.select_run", lang))
         elif run.active:
-            gr.Warning(f"{run.name} is {run.status}: stop it first, then delete it.")
+            gr.Warning(i18n.text("runs.stop_first", lang, name=run.name, status=status_text(run.status, lang)))
         else:
             v.confirm_delete = not v.confirm_delete  # a second click on Delete cancels
-        return render(v)
+        return render(v, lang)
 
-    def on_confirm_delete(v: RunView):
+    def on_confirm_delete(v: RunView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         ids = [r.id for r in store.list_runs()]
         if v.run_id not in ids:
-            return render(v.select(None))
+            return render(v.select(None), lang)
         name = store.get_run(v.run_id).name
         try:
             left = jobs.delete_runs(store, [v.run_id])
         except DeleteRefused as e:
-            gr.Warning(e.errors[0])
+            gr.Warning(e.errors[0])  # the store's reason, in English
             v.confirm_delete = False
-            return render(v)
-        gr.Info(f"Deleted {name}: its metrics, samples and folder (checkpoints, adapter, log). Exports under "
-                "workspace/exports are kept.")
+            return render(v, lang)
+        gr.Info(i18n.text("runs.deleted", lang, name=name))
         for line in left:
-            gr.Warning(f"Could not remove {line}")
+            gr.Warning(i18n.text("runs.not_removed", lang, what=line))
         i = ids.index(v.run_id)
         rest = ids[:i] + ids[i + 1:]
         after = rest[min(i, len(rest) - 1)] if rest else None  # the next run in the table, else the one above
-        return render(v.select(after)) | {select: run_selection(store, after)}
+        return render(v.select(after), lang) | {select: run_selection(store, after)}
 
     # the poll only reads the store: the server's dispatcher thread (backend.runs.jobs.start_dispatcher) moves the queue
-    polls.add("runs", render, view, outputs, show_progress="hidden")
+    polls.add("runs", on_poll, view, outputs, show_progress="hidden")
     gr.on([note.blur, note.submit], on_note, [note, view], None, show_progress="hidden")
     delete.click(on_delete, view, outputs, show_progress="hidden")
     confirm.click(on_confirm_delete, view, outputs)

@@ -84,6 +84,13 @@ class TabPolls:
     def outputs(self) -> list:
         return [self.tabs, *self.timers.values()]
 
+    def rerun_after(self, event, tab_ids: tuple[str, ...] | None = None) -> None:
+        """The polls of `tab_ids` (default: every tab's) once more after `event` (a language switch: what
+        handlers wrote, in the new language)."""
+        for tab_id in tab_ids or self.tab_ids:
+            for p in self._polls[tab_id]:
+                event.then(p.fn, p.inputs, p.outputs, **p.options)
+
     def follow(self, page: gr.Tab, tab_id: str) -> None:
         """A click on `page` switches the timers to it and polls it once."""
         page.select(None, None, None, js=_rebase_js(tab_id), queue=False)

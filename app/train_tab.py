@@ -18,7 +18,7 @@ import pandas as pd
 
 from app import forms, i18n
 from app.choices import UPLOAD_TYPES, dataset_choices, generation_model_choices, preset_choices
-from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html
+from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html, status_text
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from app.tab_polls import TabPolls
 from backend.runs import jobs
@@ -30,7 +30,6 @@ from backend.runs.store import RunStore, default_workspace
 
 log = logging.getLogger(__name__)
 PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-NO_RUN = "No run started from this tab yet. Start one and follow it here and in the Runs tab."
 
 
 @dataclass
@@ -126,16 +125,20 @@ def column_widths(df: pd.DataFrame) -> list[str]:
     return widths
 
 
-def format_text(info, error: str | None, mode: str) -> str:
-    converted = f"\n\n**Data settings:** {'; '.join(info.applied)}" if info is not None and info.applied else ""
-    converted += f"\n\n**Converted:** {info.adapter}" if info is not None and info.adapter else ""
+def format_text(info, error: str | None, mode: str, lang: str = i18n.DEFAULT) -> str:
+    """The dataset's format line (what the data layer says about it stays English)."""
+    t = functools.partial(i18n.text, lang=lang)
+    converted = f"\n\n**{t('train.data_settings')}** {'; '.join(info.applied)}" if info is not None and info.applied \
+        else ""
+    converted += f"\n\n**{t('train.converted')}** {info.adapter}" if info is not None and info.adapter else ""
     if info is not None and error is None:
-        kind = "conversational" if info.conversational else "plain text"
-        return (f"**Ready:** {info.name} format ({', '.join(f'`{c}`' for c in info.columns)}, {kind}) · "
-                f"{info.num_rows} rows · ready for {mode.upper()}{converted}")
+        kind = t("train.conversational" if info.conversational else "train.plain_text")
+        columns = ", ".join(f"`{c}`" for c in info.columns)
+        return t("train.ready", name=info.name, columns=columns, kind=kind, rows=info.num_rows,
+                 mode=mode.upper()) + converted
     if info is not None:
-        return f"**Cannot train this dataset:** {info.name} format detected, but {error}{converted}"
-    return f"**Cannot train this dataset:** {error}" if error else ""
+        return f"**{t('train.cannot_train')}** {t('train.detected_but', name=info.name, error=error)}{converted}"
+    return f"**{t('train.cannot_train')}** {error}" if error else ""
 
 
 # ---- layout and events ----
@@ -178,7 +181,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                 start = words.add(gr.Button(variant="primary", elem_id="start", scale=2), "train.start", "value")
                 stop = words.add(gr.Button(variant="stop", elem_id="stop", scale=1), "train.stop", "value")
             memory = gr.Markdown("", elem_id="memory-estimate")
-            status = gr.HTML(progress_html(None, empty=NO_RUN), elem_id="run-status")
+            status = gr.HTML(progress_html(None, empty=i18n.english("train.no_run")), elem_id="run-status")
             message = gr.Markdown("", elem_id="train-message")
             words.add(gr.Markdown(elem_classes=["wb-section"]), "train.preview", "value", bold=True)
             data_format = gr.Markdown("", elem_id="dataset-format")
@@ -194,18 +197,19 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode, *values):
+    def on_preview(dataset, mode, *values, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         data_values, source_values = values[:len(DATA_PATHS)], values[len(DATA_PATHS):]
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
-            return {data_preview: pd.DataFrame(), data_format: f"Dataset preview unavailable ({e})"}
+            return {data_preview: pd.DataFrame(), data_format: i18n.text("train.preview_unavailable", lang, error=e)}
         try:
             options = data_options(data_values)
         except ConfigError as e:
-            return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode)}
+            return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode, lang)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
-        text = format_text(info, error, mode)
+        text = format_text(info, error, mode, lang)
         out = {data_preview: gr.update(value=df, column_widths=column_widths(df))} | folder_choices(dataset)
         current, unreadable = parse_sources(sources_from_values(source_values))
         if info is not None and mode in RL_MODES and not unreadable and is_suggestion(current):
@@ -213,7 +217,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             # edited follows the dataset; edited sources are never replaced)
             suggested, why = suggested_sources(list(df.columns))  # every column, not only the format's
             out |= sources.updates_for(suggested)
-            text += f"\n\n**Reward pre-filled:** {why}; edit it under Reward sources."
+            text += "\n\n" + i18n.text("train.reward_prefilled", lang, why=why)
         return out | {data_format: text}
 
     def folder_choices(dataset) -> dict:
@@ -224,29 +228,31 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         offered = [(f"{spec.rsplit('/', 1)[1]} (LLaMA-Factory)", spec) for spec in names]
         return {c["dataset"]: gr.update(choices=offered + dataset_choices(store))} if names else {}
 
-    def on_example(model, dataset, mode, *data_values):
+    def on_example(model, dataset, mode, *data_values, request: gr.Request = None):
         """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
         from backend.data import DatasetError, prepare_dataset
         from backend.data.render import render_first
         from backend.models import ModelError, resolve_model
 
+        lang = i18n.lang_of(request)
         try:
             options = data_options(data_values)
             ds, info = prepare_dataset(dataset, mode, workspace, options)
             rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model), options.chat_template))
         except (ConfigError, DatasetError, ModelError) as e:
-            return example_html([], error=str(e))
+            return example_html([], error=str(e), lang=lang)
         except Exception as e:  # a template that fails on this data: say so rather than a traceback
             log.exception("rendering the first example failed")
-            return example_html([], error=f"the chat template failed on this example: {e}")
-        return example_html(rendered)
+            return example_html([], error=i18n.text("train.template_failed", lang, error=e), lang=lang)
+        return example_html(rendered, lang=lang)
 
     def on_mode(mode, dataset):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
         swap = builtin_for_mode(dataset, mode, workspace)
         return form.mode_updates(mode) | ({c["dataset"]: swap} if swap else {})
 
-    def on_upload(path):
+    def on_upload(path, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not path:
             return gr.skip()
         from backend.data import DatasetError, save_upload
@@ -254,11 +260,12 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         try:
             saved = save_upload(path, workspace)
         except DatasetError as e:
-            return {upload: None, message: error_markdown([str(e)], "Upload refused")}
+            return {upload: None, message: error_markdown([str(e)], i18n.text("train.upload_refused", lang), lang)}
         return {c["dataset"]: gr.update(choices=dataset_choices(store), value=str(saved)), upload: None,
-                message: f"Uploaded **{saved.name}** into the workspace and selected it."}
+                message: i18n.text("train.uploaded", lang, name=saved.name)}
 
-    def on_start(values: dict):
+    def on_start(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         config = None
         try:
             config = form.config_from(values)
@@ -266,14 +273,15 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         except ConfigError as e:
             # settings refused before submit_run's own check: check the model and dataset too
             errors = e.errors + (source_errors(values, e.errors) if config is None else [])
-            gr.Warning("Cannot start the run: " + "; ".join(errors)[:400])
-            return {message: error_markdown(errors), started: None}
+            gr.Warning(i18n.text("train.cannot_start_warning", lang, errors="; ".join(errors)[:400]))
+            return {message: error_markdown(errors, lang=lang), started: None}
         except Exception as e:  # never a traceback in the page; the log has it
             log.exception("starting a run failed")
-            return {message: error_markdown([f"{type(e).__name__}: {e}"], "Could not start the run"), started: None}
-        html = progress_html(run)
-        queued = " It is queued behind the running run." if run.status == "queued" else ""
-        return {message: f"Started **{run.name}** (`{run.id}`).{queued} Live plots are in the Runs tab.",
+            return {message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("train.could_not_start", lang),
+                                            lang), started: None}
+        html = progress_html(run, lang=lang)
+        queued = i18n.text("train.queued", lang) if run.status == "queued" else ""
+        return {message: i18n.text("train.started", lang, name=run.name, id=run.id, queued=queued),
                 session: TrainSession(run.id, html), status: html, started: run.id}
 
     def source_errors(values: dict, errors: list[str]) -> list[str]:
@@ -303,72 +311,81 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                     pass
         return None
 
-    def on_stop(sess: TrainSession, view):
+    def on_stop(sess: TrainSession, view, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         run_id = stop_target(sess, view)
         if run_id is None:
-            gr.Info("No queued or running run to stop.")
-            return {message: "No queued or running run to stop."}
+            gr.Info(i18n.text("train.nothing_to_stop", lang))
+            return {message: i18n.text("train.nothing_to_stop", lang)}
         outcome = jobs.stop_run(store, run_id)
         run = store.get_run(run_id)
-        text = (f"Stopping **{run.name}**: it saves its adapter and exits." if outcome == "stopping"
-                else f"**{run.name}** is {outcome}.")
+        text = (i18n.text("train.stopping", lang, name=run.name) if outcome == "stopping"
+                else i18n.text("train.outcome", lang, name=run.name, outcome=status_text(outcome, lang)))
         if sess.run_id != run_id:
             return {message: text}
-        html = progress_html(run)
+        html = progress_html(run, lang=lang)
         return {status: html, session: replace(sess, shown_status=html), message: text}
 
-    def on_tick(sess: TrainSession):
-        if not sess.run_id:
-            return gr.skip()
+    def on_tick(sess: TrainSession, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        if not sess.run_id:  # the empty line too, in the page's language (it is built in English)
+            html = progress_html(None, empty=i18n.text("train.no_run", lang))
+            if html == (sess.shown_status or progress_html(None, empty=i18n.english("train.no_run"))):
+                return gr.skip()
+            return {status: html, session: replace(sess, shown_status=html)}
         try:
-            html = progress_html(store.get_run(sess.run_id), time.time())
+            html = progress_html(store.get_run(sess.run_id), time.time(), lang=lang)
         except KeyError:
-            html = progress_html(None, empty=f"Run {sess.run_id} no longer exists.")
+            html = progress_html(None, empty=i18n.text("train.gone", lang, id=sess.run_id))
         if html == sess.shown_status:
             return gr.skip()
         return {status: html, session: replace(sess, shown_status=html)}
 
-    def memory_line(config: RunConfig) -> str:
+    def memory_line(config: RunConfig, lang: str) -> str:
         from backend.models import ModelError
 
         try:
             estimate = jobs.memory_estimate(config, workspace)
         except ModelError as e:
-            return memory_markdown(None, why_not=str(e))
-        return memory_markdown(estimate.summary(), estimate.fits)
+            return memory_markdown(None, why_not=str(e), lang=lang)
+        return memory_markdown(estimate.summary(), estimate.fits, lang=lang)
 
-    def on_memory(values: dict):
+    def on_memory(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         try:
             config = form.config_from(values)
         except ConfigError as e:
-            return memory_markdown(None, why_not=f"fix the settings first: {e.errors[0]}")
-        return memory_line(config)
+            return memory_markdown(None, why_not=i18n.text("train.fix_first", lang, error=e.errors[0]), lang=lang)
+        return memory_line(config, lang)
 
-    def on_cli(values: dict):
+    def on_cli(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         try:
             config = form.config_from(values)
         except ConfigError as e:
-            return {message: error_markdown(e.errors, "Cannot build the command")}
+            return {message: error_markdown(e.errors, i18n.text("train.cannot_command", lang), lang)}
         return {cli: gr.update(value=cli_command(config, shown_ws), visible=True), message: "",
-                memory: memory_line(config)}
+                memory: memory_line(config, lang)}
 
-    def on_save(values: dict):
+    def on_save(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         try:
             path = save_preset(workspace, values[preset_name], form.config_from(values))
         except ConfigError as e:
-            return {message: error_markdown(e.errors, "Cannot save the preset")}
-        gr.Info(f"Saved preset {path.stem}")
+            return {message: error_markdown(e.errors, i18n.text("train.cannot_save", lang), lang)}
+        gr.Info(i18n.text("train.saved_info", lang, name=path.stem))
         return {preset: gr.update(choices=preset_choices(workspace), value=str(path)),
-                message: f"Saved preset **{path.stem}** to `{path}`."}
+                message: i18n.text("train.saved", lang, name=path.stem, path=path)}
 
-    def on_load(path):
+    def on_load(path, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not path:
-            return {message: "Choose a preset to load."}
+            return {message: i18n.text("train.choose_preset", lang)}
         try:
             config = load_config(path)
         except ConfigError as e:
-            return {message: error_markdown(e.errors, "Cannot load the preset")}
-        return form.updates_from(config) | {message: f"Loaded preset **{Path(path).stem}**."}
+            return {message: error_markdown(e.errors, i18n.text("train.cannot_load", lang), lang)}
+        return form.updates_from(config) | {message: i18n.text("train.loaded", lang, name=Path(path).stem)}
 
     def refresh():
         return {c["model"]: gr.update(choices=generation_model_choices(store)),

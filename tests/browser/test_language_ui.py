@@ -1,4 +1,5 @@
-"""The interface language: switched to 中文 in the header and back, remembered by the browser across a reload."""
+"""The interface language: switched to 中文 in the header and back, remembered by the browser across a reload; the
+messages handlers write follow it."""
 
 LABEL = "(id) => document.querySelector(`#${id} label, #${id} .label-wrap, #${id} [data-testid=block-label]`)" \
         "?.textContent.trim() ?? ''"
@@ -13,6 +14,8 @@ def test_switch_to_chinese_and_back_remembered_across_a_reload(ui_server, page):
     assert page.get_by_role("tab", name="运行").is_visible()
     page.wait_for_function("() => document.querySelector('#start').textContent.includes('开始训练')")
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
+    page.locator("#stop").click()  # what a handler writes follows the language too
+    page.wait_for_function("() => document.querySelector('#train-message')?.textContent.includes('没有排队中或运行中的任务可停止')")
     page.get_by_role("tab", name="评估").click()  # a tab mounted after the switch shows its words in Chinese too
     page.wait_for_function("() => document.querySelector('#eval-start')?.textContent.includes('开始评估')")
     page.reload()  # the browser keeps its choice

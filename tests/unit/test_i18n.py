@@ -50,3 +50,28 @@ def test_one_component_gets_several_words_and_a_radio_keeps_its_values():
     assert updates[box]["label"] == "标注者" and updates[box]["info"] == "随每条标注一起记录。"
     assert updates[source]["choices"] == [("数据集中的一列", "dataset"), ("手动输入的提示", "typed")]
     assert words.components == [temperature, box, source]
+
+
+def test_messages_fill_the_same_values_in_both_languages():
+    import string
+
+    def names(words):
+        return {name for _, name, _, _ in string.Formatter().parse(words) if name}
+
+    for key, (en, zh) in i18n.UI.items():
+        assert names(en) == names(zh), key
+    assert i18n.text("runs.confirm_run", "zh", name="grpo-1") == "确认：删除 grpo-1"
+    assert i18n.text("status.pace", "en", pace=2.5) == "2.50 s/step"
+
+
+def test_each_browser_session_keeps_its_language_and_old_sessions_are_forgotten(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(i18n, "SESSIONS_KEPT", 3)
+    monkeypatch.setattr(i18n, "_sessions", type(i18n._sessions)())
+    sessions = [SimpleNamespace(session_hash=f"s{i}") for i in range(4)]
+    for s in sessions:
+        i18n.remember(s, "zh")
+    assert [i18n.lang_of(s) for s in sessions] == [i18n.DEFAULT, "zh", "zh", "zh"]  # the oldest fell out
+    assert i18n.remember(sessions[1], "fr") == i18n.DEFAULT and i18n.lang_of(sessions[1]) == i18n.DEFAULT
+    assert i18n.lang_of(None) == i18n.DEFAULT  # a handler called without a request (tests, scripts)

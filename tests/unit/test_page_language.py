@@ -84,3 +84,22 @@ def test_switching_back_restores_english(page):
     english = on_language("en")
     tabs = {c.elem_id: u["label"] for c, u in english.items() if isinstance(c, gr.Tab)}
     assert tabs["tab-train"] == "Train" and tabs["tab-labeling"] == "Labeling"
+
+
+def test_handlers_write_their_messages_in_the_language_the_session_chose(page):
+    from types import SimpleNamespace
+
+    from app.runs_tab import RunView
+
+    demo, _, gr = page
+    fns = {(f.fn.__module__, f.name): f.fn for f in demo.fns.values() if f.fn}
+    on_language, on_load = fns["app.main", "on_language"], fns["app.train_tab", "on_load"]
+    runs_poll = fns["app.runs_tab", "on_poll"]
+    chinese, english = SimpleNamespace(session_hash="zh-page"), SimpleNamespace(session_hash="en-page")
+    on_language("zh", chinese)  # the header's selector, for one browser session only
+    assert list(on_load(None, chinese).values()) == ["请选择要载入的预设。"]
+    assert list(on_load(None, english).values()) == ["Choose a preset to load."]
+    headers = {lang: [v for c, v in runs_poll(RunView(), request).items() if getattr(c, "elem_id", "") == "runs-table"]
+               for lang, request in (("zh", chinese), ("en", english))}
+    assert list(headers["zh"][0].columns)[:3] == ["名称", "模式", "状态"]  # the timer sends the table in zh
+    assert list(headers["en"][0].columns)[:3] == ["name", "mode", "status"]
