@@ -43,21 +43,22 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
         file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
 
     def exporter(merge: bool):
-        def handler(run_id, progress=gr.Progress()):
+        def handler(run_id, progress=gr.Progress(), request: gr.Request = None):
+            lang = i18n.lang_of(request)
             hidden = gr.update(value=None, visible=False)
             if not run_id:
-                return {status: "Select a run first.", file: hidden}
-            progress(0.0, desc="Starting the export")
+                return {status: i18n.text("msg.select_run", lang), file: hidden}
+            progress(0.0, desc=i18n.text("export.starting", lang))  # then the exporter's own steps, in English
             try:
                 result = export.export_run(store, run_id, export.default_export_dir(store, run_id, merge),
                                            merge=merge, make_zip=True, overwrite=True,
                                            progress=lambda f, m: progress(f, desc=m))
             except export.ExportError as e:
-                return {status: error_markdown([str(e)], "Cannot export"), file: hidden}
+                return {status: error_markdown([str(e)], i18n.text("export.cannot", lang), lang), file: hidden}
             except Exception as e:  # never a traceback in the page; the log has it
                 log.exception("export failed")
-                return {status: error_markdown([html.escape(f"{type(e).__name__}: {e}")], "Export failed"),
-                        file: hidden}
+                return {status: error_markdown([html.escape(f"{type(e).__name__}: {e}")],
+                                               i18n.text("export.failed", lang), lang), file: hidden}
             return {status: result_markdown(result), file: gr.update(value=str(result.zip_path), visible=True)}
         return handler
 

@@ -76,6 +76,7 @@ class LabelView:
     shown_progress: str | None = None
     shown_count: str | None = None
     shown_status: str | None = None
+    lang: str = "en"  # the page's language, for the words handlers write (taken when the page loads or the tab opens)
 
 
 @dataclass

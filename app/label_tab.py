@@ -27,6 +27,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app import i18n
 from app.choices import dataset_choices, generation_model_choices, session_choices
 from app.events import bind
 from app.formatting import error_markdown
@@ -93,14 +94,15 @@ def session_layout(ui: LabelUI, s: LabelSession | None) -> dict:
             ui.resume: gr.update(visible=s is not None and s.status == "failed")}
 
 
-def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False) -> dict:
+def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str = i18n.DEFAULT) -> dict:
     """The prompt and answer cards for `item` (empty cards while there is none)."""
-    a_title = "Answer" if single else "A"
+    a_title = i18n.text("label.card.answer", lang) if single else "A"
+    prompt = i18n.text("label.card.prompt", lang)
     if item is None:
-        return {ui.prompt: card("label-prompt", "", "prompt", "Prompt"),
+        return {ui.prompt: card("label-prompt", "", "prompt", prompt),
                 ui.answer_a: card("label-answer-a", "", "answer", a_title),
                 ui.answer_b: card("label-answer-b", "", "answer", "B")}
-    return {ui.prompt: card("label-prompt", prompt_html(item.prompt), "prompt", "Prompt"),
+    return {ui.prompt: card("label-prompt", prompt_html(item.prompt), "prompt", prompt),
             ui.answer_a: card("label-answer-a", markdown_html(item.answer_a), "answer", a_title),
             ui.answer_b: card("label-answer-b", markdown_html(item.answer_b), "answer", "B")}
 
@@ -125,11 +127,11 @@ def render(ui: LabelUI, store: RunStore, v: LabelView, item: LabelItem | None, m
            force: bool = False) -> dict:
     """Updates for ui.item_outputs: the item (or empty boxes while there is none) and what is around it."""
     if not v.session_id:
-        return {ui.item_box: None, **boxes(ui, None), ui.count: count_html(None),
+        return {ui.item_box: None, **boxes(ui, None, lang=v.lang), ui.count: count_html(None),
                 ui.progress: progress_html(None, None), ui.status: message or "", ui.view: replace(v, item_id=None)}
     v = replace(v, item_id=item.id if item else None)
     single = labeling.get_session(store, v.session_id).mode == "single"
-    return ({ui.item_box: str(item.id) if item else None} | boxes(ui, item, single)
+    return ({ui.item_box: str(item.id) if item else None} | boxes(ui, item, single, v.lang)
             | around(ui, store, v, item is not None, message, force))
 
 
@@ -149,7 +151,7 @@ def join(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, mes
 
 def on_load(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Request) -> dict:
     # the tab may have been opened (and an item claimed) before this ran: keep that view as it is
-    v = restore(store, v, saved, request)
+    v = replace(restore(store, v, saved, request), lang=i18n.lang_of(request))
     out = join(ui, store, v, v.session_id)
     choices = session_choices(store)
     models = generation_model_choices(store)
@@ -161,7 +163,7 @@ def on_load(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Reque
 
 def on_open(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Request) -> dict:
     known = bool(v.client)  # the page's load event has filled the annotator box already
-    v = replace(restore(store, v, saved, request), active=True)
+    v = replace(restore(store, v, saved, request), active=True, lang=i18n.lang_of(request))
     out = join(ui, store, v, v.session_id) | {ui.remember: remembered(v),
                                               ui.session: gr.update(choices=session_choices(store), value=v.session_id)}
     return out if known else out | {ui.annotator: v.annotator}
@@ -196,11 +198,12 @@ def read_prompts(ui: LabelUI, store: RunStore, values: dict) -> tuple[list, str]
             f"{dataset}:{column or 'prompt'}")
 
 
-def on_start(ui: LabelUI, store: RunStore, values: dict) -> dict:
+def on_start(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = None) -> dict:
     f, v = ui.new, values[ui.view]
     client = v.client or secrets.token_hex(8)
     who = (values[ui.annotator] or "").strip()
-    v = replace(v, client=client, annotator=who or v.annotator or annotator_default(client), active=True)
+    lang = i18n.lang_of(request)
+    v = replace(v, client=client, annotator=who or v.annotator or annotator_default(client), active=True, lang=lang)
     pair = values[f.mode] == "pair"
     try:
         settings = labeling.GenerationSettings.build(
@@ -212,11 +215,12 @@ def on_start(ui: LabelUI, store: RunStore, values: dict) -> dict:
                                     model_b=values[f.model_b] if two_models else None, mode=values[f.mode],
                                     name=values[f.name], prompt_source=where, settings=settings)
     except LabelError as e:
-        gr.Warning("Cannot start the session: " + str(e)[:300])
-        return {f.message: error_markdown([str(e)], "Cannot start the session")}
+        gr.Warning(i18n.text("label.cannot_start_warning", lang, error=str(e)[:300]))
+        return {f.message: error_markdown([str(e)], i18n.text("label.cannot_start", lang), lang)}
     except Exception as e:  # never a traceback in the page; the log has it
         log.exception("starting a labeling session failed")
-        return {f.message: error_markdown([f"{type(e).__name__}: {e}"], "Could not start the session")}
+        return {f.message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("label.could_not_start", lang),
+                                          lang)}
     out = join(ui, store, v, s.id, "Generating the first answers…")
     v = out[ui.view]
     return out | {ui.remember: remembered(v), ui.session: gr.update(choices=session_choices(store), value=s.id),

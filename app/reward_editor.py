@@ -26,6 +26,8 @@ from typing import get_args
 import gradio as gr
 import yaml
 
+from app import i18n
+
 from backend.config import ConfigError, build_config
 from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
                                   validate_params)
@@ -330,10 +332,10 @@ def _kinds_markdown(kinds: str = "Kinds:") -> str:
 def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
     slot_outputs = editor.outputs
 
-    def on_add(values: dict):
+    def on_add(values: dict, request: gr.Request = None):
         sources = sources_from_values(editor.read(values))
         if len(sources) >= MAX_SOURCES:
-            gr.Warning(f"At most {MAX_SOURCES} reward sources.")
+            gr.Warning(i18n.text("reward.at_most", i18n.lang_of(request), n=MAX_SOURCES))
             return gr.skip()  # skips every output (an empty dict would not)
         kind = values[editor.add_kind] or DEFAULT_KIND
         sources.append({"type": kind, "name": "", "weight": 1.0, "params": _flow(EXAMPLES.get(kind)),

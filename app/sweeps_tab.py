@@ -20,6 +20,7 @@ from app.sweep_render import (DEFAULT_BASE, MAX_PARAMS, SWEEP_COLUMNS, base_text
                               importances, param_from_row, parse_base, row_values, searchable_fields, spec_data,
                               status_html, sweep_preset_choices, sweep_table_rows, SweepView, trials_frame)
 from app.forms import FIELDS
+from app.formatting import status_text
 from app.tab_polls import TabPolls
 from backend import sweeps
 from backend.config import ConfigError, build_config, to_yaml
@@ -205,9 +206,9 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
     def current_rows(values: dict) -> list[dict | None]:
         return [param_from_row(*(values[c] for c in comps)) for comps, _ in rows]
 
-    def on_add(n):
+    def on_add(n, request: gr.Request = None):
         if n >= MAX_PARAMS:
-            gr.Warning(f"At most {MAX_PARAMS} settings in one sweep.")
+            gr.Warning(i18n.text("sweeps.at_most", i18n.lang_of(request), n=MAX_PARAMS))
             return gr.skip()
         return {box: gr.update(visible=i <= n) for i, box in enumerate(row_boxes)} | {count: n + 1}
 
@@ -231,7 +232,8 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             metric: o.metric, direction: o.direction, reduce: o.reduce, last_k: o.last_k, n_trials: spec.n_trials,
             seed: spec.seed, prune: spec.pruning.enabled, name: spec.name}
 
-    def on_start(values: dict):
+    def on_start(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         v = values[view]
         try:
             data = spec_data(values[base_yaml], current_rows(values)[:values[count]], values[metric],
@@ -241,60 +243,64 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             sweep = sweeps.start_sweep(store, spec)
         except ConfigError as e:
             lines = "\n".join(f"- {html.escape(line)}" for line in e.errors)
-            return render(v) | {message: f'<div class="wb-help-error">Cannot start the sweep:</div>\n\n{lines}'}
-        gr.Info(f"Sweep {sweep.name} started: {spec.n_trials} trials.")
+            return render(v) | {message: f'<div class="wb-help-error">{i18n.text("sweeps.cannot_start", lang)}</div>'
+                                         f'\n\n{lines}'}
+        gr.Info(i18n.text("sweeps.started_info", lang, name=sweep.name, n=spec.n_trials))
         return render(SweepView(sweep_id=sweep.id)) | {
-            message: f"Started **{html.escape(sweep.name)}** (`{sweep.id}`): {spec.n_trials} trials; its runs show "
-                     "in the Runs tab as they start."}
+            message: i18n.text("sweeps.started", lang, name=html.escape(sweep.name), id=sweep.id, n=spec.n_trials)}
 
-    def on_stop(v: SweepView):
+    def on_stop(v: SweepView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not v.sweep_id:
-            gr.Info("Select a sweep first.")
+            gr.Info(i18n.text("sweeps.select_first", lang))
             return render(v)
         outcome = sweeps.stop_sweep(store, v.sweep_id)
-        gr.Info("Stopping: the current trial's run saves its adapter, then the sweep ends."
-                if outcome == "stopping" else f"The sweep is {outcome}.")
+        gr.Info(i18n.text("sweeps.stopping", lang) if outcome == "stopping"
+                else i18n.text("sweeps.outcome", lang, outcome=status_text(outcome, lang)))
         return render(v)
 
-    def on_resume(v: SweepView, extra):
+    def on_resume(v: SweepView, extra, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not v.sweep_id:
-            gr.Info("Select a sweep first.")
+            gr.Info(i18n.text("sweeps.select_first", lang))
             return render(v)
         try:
             n = sweeps.get_sweep(store, v.sweep_id).spec.n_trials + int(extra or 0)
             sweeps.resume_sweep(store, v.sweep_id, n)
-            gr.Info(f"Resumed: finished trials are kept; it goes on to {n} trials.")
+            gr.Info(i18n.text("sweeps.resumed", lang, n=n))
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
         return render(v)
 
-    def on_train_best(v: SweepView):
+    def on_train_best(v: SweepView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
         if config is None:
-            gr.Warning("No completed trial yet.")
+            gr.Warning(i18n.text("sweeps.no_trial", lang))
             return gr.skip()
         try:
             run = jobs.submit_run(store, config)
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
             return gr.skip()
-        gr.Info(f"Started {run.name}.")
+        gr.Info(i18n.text("sweeps.started_run", lang, name=run.name))
         return open_run(run.id)
 
-    def on_from_train(values: dict):
+    def on_from_train(values: dict, request: gr.Request = None):
         try:
             config = train_form.config_from(values)
         except ConfigError as e:
-            gr.Warning("The Train tab's settings are not valid yet: " + "; ".join(e.errors))
+            gr.Warning(i18n.text("sweeps.train_invalid", i18n.lang_of(request), errors="; ".join(e.errors)))
             return gr.skip()
         return to_yaml(config, only_changed=True)
 
-    def on_best_to_form(v: SweepView):
+    def on_best_to_form(v: SweepView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         config = sweeps.best_config(store, v.sweep_id) if v.sweep_id else None
         if config is None:
-            gr.Warning("No completed trial yet.")
+            gr.Warning(i18n.text("sweeps.no_trial", lang))
             return gr.skip()
-        gr.Info("The best trial's settings are in the Train tab: raise max steps there to train it for longer.")
+        gr.Info(i18n.text("sweeps.best_in_train", lang))
         return train_form.updates_from(config) | polls.open("train")
 
     if train_form is not None:
