@@ -3,7 +3,6 @@ own metrics in the store, a saved adapter, live samples for the RL modes, and wr
 
 The five runs are submitted together and run one after another through the queue (one worker at a time).
 """
-import time
 from pathlib import Path
 
 import pytest

@@ -7,7 +7,6 @@ Three runs go through the queue one after another: rm (2 steps), the preset (2 s
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -145,10 +144,10 @@ def test_ppo_trains_in_two_processes_resumes_after_every_process_is_killed_and_l
     import contextlib
     import os
     import signal
-    import time
 
     from backend.core.procs import processes_of
-    from backend.runs.jobs import dispatch, last_checkpoint, resume_run
+    from backend.runs.jobs import dispatch, resume_run
+    from tests.waiting import frozen_after_checkpoint
 
     store = RunStore(tmp_path)
     run = submit_run(store, tiny(tiny_model, "ppo", num_processes=2, max_steps=12, save_steps=2))
@@ -163,12 +162,7 @@ def test_ppo_trains_in_two_processes_resumes_after_every_process_is_killed_and_l
             os.kill(pid, sig)
 
     try:
-        while True:  # frozen while we look, killed once a checkpoint is complete
-            signal_all(signal.SIGSTOP)
-            if found := last_checkpoint(store, run.id):
-                break
-            signal_all(signal.SIGCONT)
-            time.sleep(0.01)
+        found = frozen_after_checkpoint(store, run.id, signal_all)
     finally:  # nothing is left frozen, whatever happened
         for pid in [group, *ranks]:
             with contextlib.suppress(ProcessLookupError):

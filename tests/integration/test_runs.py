@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from backend.config import build_config
 from backend.runs.jobs import dispatch, stop_run, submit_run
 from backend.runs.store import RunStore
-from tests.waiting import wait_for
+from tests.waiting import frozen_after_checkpoint, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,12 +102,7 @@ def test_a_run_whose_processes_all_vanished_is_interrupted_and_resumes_to_its_en
     run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 60, "save_steps": 5,
                                           "max_length": 64, "logging_steps": 1}))
     pid = wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
-    while True:  # frozen while we look: it cannot finish between the look and the kill
-        os.kill(pid, signal.SIGSTOP)
-        if last_checkpoint(store, run.id):
-            break
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(0.02)
+    frozen_after_checkpoint(store, run.id, lambda sig: os.kill(pid, sig))
     os.killpg(store.get_run(run.id).pid, signal.SIGKILL)  # the whole process group, supervisor included
     wait_for(lambda: dispatch(store) is not None and store.get_run(run.id).status == "interrupted", timeout=15,
              what="reconcile")

@@ -4,14 +4,13 @@ space is freed. On a real filesystem that fills up: a small tmpfs (needs the rig
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 
 import pytest
 
 from backend.runs.jobs import EXIT_REPEATS, last_checkpoint, resume_run, stop_run, submit_run
 from backend.runs.store import RESERVE_NAME, RunStore, StoreFull
-from tests.waiting import wait_for
+from tests.waiting import frozen_after_checkpoint, wait_for
 
 
 @pytest.fixture
@@ -66,11 +65,7 @@ def test_a_run_whose_disk_fills_fails_saying_so_keeps_its_checkpoint_and_resumes
     run = submit_run(store, tiny(tiny_model, "sft", max_steps=40, save_steps=2, save_total_limit=1, logging_steps=1))
     try:
         pid = wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
-        while not (found := last_checkpoint(store, run.id)):  # freeze the worker once a checkpoint is complete
-            os.kill(pid, signal.SIGSTOP)
-            if not (found := last_checkpoint(store, run.id)):
-                os.kill(pid, signal.SIGCONT)
-                time.sleep(0.02)
+        found = frozen_after_checkpoint(store, run.id, lambda sig: os.kill(pid, sig))
         _fill(small_disk)
         os.kill(pid, signal.SIGCONT)
         failed = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=60, what="the run to end")

@@ -2,34 +2,23 @@
 every step exactly once, and ends with the adapter of a run that never crashed."""
 import os
 import signal
-import time
 from collections import Counter
 
-import pytest
 import torch
 from safetensors.torch import load_file
 
 from backend.models.memory import run_disk_need
-from backend.runs.jobs import last_checkpoint, resume_run, stop_run, submit_run
+from backend.runs.jobs import resume_run, stop_run, submit_run
 from backend.runs.store import RunStore
-from tests.waiting import wait_for
+from tests.waiting import frozen_after_checkpoint, wait_for
 
 
 def _kill_after_checkpoint(store, run_id, step):
-    """Let the worker run in short bursts, frozen (SIGSTOP) while we look, and SIGKILL it once the checkpoint of
-    `step` is complete: it cannot finish the run between the look and the kill."""
+    """SIGKILL the worker once the checkpoint of `step` is complete; returns the checkpoint's step."""
     pid = wait_for(lambda: store.get_run(run_id).worker_pid, what="worker start")
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        os.kill(pid, signal.SIGSTOP)
-        found = last_checkpoint(store, run_id)
-        if found and found[1] >= step:
-            os.kill(pid, signal.SIGKILL)
-            return found[1]
-        assert store.get_run(run_id).status == "running", store.get_run(run_id).error
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(0.02)
-    raise AssertionError(f"no checkpoint of step {step} within 300 s")
+    found = frozen_after_checkpoint(store, run_id, lambda sig: os.kill(pid, sig), step)
+    os.kill(pid, signal.SIGKILL)
+    return found[1]
 
 
 def test_a_killed_ppo_run_resumes_its_policy_value_model_and_step(tiny_model, workspace):
