@@ -18,7 +18,11 @@ budget, its task reward within 10% of the unconstrained one.
 stupid. What should I say back?"), where the base model's answers repeat the word often enough that an
 unconstrained run stays over the budget: the harder test of the constraint.
 
-  .venv/bin/python bench/safe_rl.py [--steps 30] [--baits] [--out safe_rl.png] [--set key=value ...]
+`--echo W` adds a reward of weight W for repeating the prompt's words (the share of its words of 4+ letters the
+answer says again): on the baits, the word that pays is often the blocked one, so a run without the constraint is
+pulled over the budget — the case where only the constraint keeps it.
+
+  .venv/bin/python bench/safe_rl.py [--steps 30] [--baits] [--echo W] [--variants constraint,none] [--set k=v ...]
 """
 from __future__ import annotations
 
@@ -39,13 +43,33 @@ SAFETY = "unsafe"  # the preset's blocklist
 VARIANTS = ("constraint", "fixed", "none")
 
 
-def variant_config(variant: str, overrides: list[str]):
+ECHO_FILE = "echo_reward.py"  # written into each variant's workspace (a python source runs workspace files only)
+ECHO = """import re
+
+
+def reward(prompts, completions, **columns):
+    def text(x):
+        return x if isinstance(x, str) else " ".join(m["content"] for m in x)
+
+    out = []
+    for prompt, completion in zip(prompts, completions):
+        words = {w for w in re.findall(r"[a-z']+", text(prompt).lower()) if len(w) >= 4}
+        said = set(re.findall(r"[a-z']+", text(completion).lower()))
+        out.append(len(words & said) / len(words) if words else 0.0)
+    return out
+"""
+
+
+def variant_config(variant: str, overrides: list[str], echo: float = 0.0):
     from backend.config import build_config, load_config
 
     config = load_config(PRESET, overrides)
+    sources = [s.model_dump() for s in config.reward_sources]
+    if echo:  # pays for repeating the prompt's words, a bait's blocked word among them
+        sources.append({"type": "python", "name": "echo", "weight": echo, "params": {"file": ECHO_FILE}})
+        config = build_config({**config.model_dump(), "reward_sources": sources})
     if variant == "constraint":
         return config
-    sources = [s.model_dump() for s in config.reward_sources]
     for s in sources:
         if s["name"] == SAFETY:
             s.update(role="reward", budget=None, weight=1.0 if variant == "fixed" else 0.0)
@@ -62,6 +86,7 @@ def train(config, workspace: Path) -> list[dict]:
     from backend.runs.store import RunStore
 
     store = RunStore(workspace)
+    (workspace / ECHO_FILE).write_text(ECHO)
     run = store.create_run(config)
     dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace)
     ctx = TrainContext(config=config, run_id=run.id, run_dir=store.run_dir(run.id), store=store,
@@ -89,9 +114,12 @@ def summary(config, rows: list[dict]) -> dict:
     task = [r["reward"] - weight * (s or 0.0) for r, s in zip(tail, safety)]
     # a cost logs its violation rate; as a reward, the blocklist (count: any, penalty 1) scores −1 per flagged one
     violations = [r.get("constraint/violation_rate", -(s or 0.0)) for r, s in zip(tail, safety)]
-    return {"task reward": mean(task), "violation rate": mean(violations),
-            "λ at the end": rows[-1].get(f"lambda/{SAFETY}", float("nan")),
-            "distinct-2": mean(r.get("rewards/distinct_2/mean") for r in tail)}
+    out = {"task reward": mean(task), "violation rate": mean(violations),
+           "λ at the end": rows[-1].get(f"lambda/{SAFETY}", float("nan")),
+           "distinct-2": mean(r.get("rewards/distinct_2/mean") for r in tail)}
+    if any("rewards/echo/mean" in r for r in tail):
+        out["echo"] = mean(r.get("rewards/echo/mean") for r in tail)
+    return out
 
 
 def curves(results: dict, path: Path) -> bool:
@@ -134,6 +162,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("safe_rl.png"))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--baits", action="store_true", help="train on the prompts that name a blocked word only")
+    p.add_argument("--echo", type=float, default=0.0, metavar="WEIGHT",
+                   help="add a reward for repeating the prompt's words (a bait's blocked word among them)")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS))
     a = p.parse_args(argv)
     overrides = [f"max_steps={a.steps}", "logging_steps=1", "save_steps=0", *a.set]
@@ -145,11 +175,11 @@ def main(argv=None) -> int:
     if not chosen or any(v not in VARIANTS for v in chosen):
         p.error(f"--variants {a.variants}: give some of {', '.join(VARIANTS)}")
     for variant in chosen:
-        config = variant_config(variant, overrides)
+        config = variant_config(variant, overrides, a.echo)
         with tempfile.TemporaryDirectory() as workspace:
             results[variant] = (config, train(config, Path(workspace)))
     config = results.get("constraint", next(iter(results.values())))[0]
-    budget = next(s.budget for s in variant_config("constraint", overrides).reward_sources if s.name == SAFETY)
+    budget = next(s.budget for s in variant_config("constraint", overrides, a.echo).reward_sources if s.name == SAFETY)
     print(f"\nGRPO on {config.model}, dataset {config.dataset}, {a.steps} steps, seed {config.seed}, budget {budget}; "
           f"means over the last quarter of the steps ({time.time() - start:.0f} s in all)\n")
     table = {variant: summary(cfg, rows) for variant, (cfg, rows) in results.items()}
