@@ -8,11 +8,23 @@ import json
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.formatting import _STATUS_COLORS
+from app import i18n
+from app.formatting import _STATUS_COLORS, status_text
 from backend import evals
 from backend.runs.store import RUN_PREFIX, Run, RunStore
 
 EXAMPLE_COLUMNS = ["row", "verdict", "prompt", "reference", "A", "B", "scores A", "scores B"]
+
+
+def example_columns(lang: str = i18n.DEFAULT) -> list[str]:
+    """The examples table's headers in `lang` (the rows are keyed by EXAMPLE_COLUMNS)."""
+    return [i18n.text(f"eval.col.{c.replace(' ', '_')}", lang) if c not in ("A", "B") else c for c in EXAMPLE_COLUMNS]
+
+
+def verdict_text(verdict: str, lang: str = i18n.DEFAULT) -> str:
+    """A verdict (one of evals.CATEGORIES, or "—") in `lang`."""
+    key = f"eval.category.{verdict.replace(' ', '_')}"
+    return i18n.text(key, lang) if key in i18n.UI else verdict
 
 
 def parse_scorer_lines(text: str) -> list[dict]:
@@ -58,12 +70,14 @@ def eval_choices(store: RunStore) -> list[tuple[str, str]]:
     return [(f"{e.name} · {e.id}", e.id) for e in evals.list_evals(store)]
 
 
-def progress_html(e: evals.Evaluation | None) -> str:
+def progress_html(e: evals.Evaluation | None, lang: str = i18n.DEFAULT) -> str:
+    """The bar and status line; the evaluation's own message (the backend's) stays English."""
     if e is None:
-        return '<div class="wb-progress wb-empty">No evaluation selected.</div>'
+        return f'<div class="wb-progress wb-empty">{i18n.text("eval.none", lang)}</div>'
     color = _STATUS_COLORS.get(e.status, "#6b7280")
     pct = 100 * (1.0 if e.status == "completed" else (e.done / e.total if e.total else 0.0))
-    text = f"{e.status} — {e.message or ''}" + (f" ({e.done}/{e.total} answers)" if e.total else "")
+    text = f"{status_text(e.status, lang)} — {e.message or ''}" + (
+        i18n.text("eval.answers", lang, done=e.done, total=e.total) if e.total else "")
     busy = " wb-busy" if e.status == "running" and not e.done else ""
     return (f'<div class="wb-progress" data-status="{e.status}" id="eval-progress-bar">'
             f'<div class="wb-progress-head"><b>{html.escape(e.name)}</b>'
@@ -71,8 +85,14 @@ def progress_html(e: evals.Evaluation | None) -> str:
             f'<div class="wb-bar{busy}"><div style="width:{pct:.1f}%;background:{color}"></div></div></div>')
 
 
-def results_frame(summary: evals.Summary) -> pd.DataFrame:
+def results_frame(summary: evals.Summary, lang: str = i18n.DEFAULT) -> pd.DataFrame:
+    """One row per model; headers and the baseline's win cell in `lang` (scorer names and pass@k as they are)."""
     header, rows = evals.table_rows(summary)
+    if lang != i18n.DEFAULT:
+        header = [i18n.text("eval.col.model", lang), i18n.text("eval.col.rows", lang), *header[2:]]
+        if summary.judge and summary.models:
+            header[-1] = i18n.text("eval.col.wins", lang, base=summary.models[0].label)
+            rows = [[*r[:-1], i18n.text("eval.baseline", lang) if r[-1] == "baseline" else r[-1]] for r in rows]
     return pd.DataFrame(rows, columns=header)
 
 
@@ -82,24 +102,28 @@ def results_widths(frame: pd.DataFrame) -> list[str]:
     return ["28%", "56px"] + [f"{(100 - 34) / rest:.0f}%"] * rest
 
 
-def examples_frame(answers: list, summary: evals.Summary, category: str, other: int) -> pd.DataFrame:
+def examples_frame(answers: list, summary: evals.Summary, category: str, other: int,
+                   lang: str = i18n.DEFAULT) -> pd.DataFrame:
     labels = [m.label for m in summary.models]
     rows = evals.examples(answers, labels, summary.judge, summary.judge in summary.binary, other=other,
                           category=category)
-    return pd.DataFrame([[r[c] for c in EXAMPLE_COLUMNS] for r in rows], columns=EXAMPLE_COLUMNS)
+    return pd.DataFrame([[verdict_text(r[c], lang) if c == "verdict" else r[c] for c in EXAMPLE_COLUMNS]
+                         for r in rows], columns=example_columns(lang))
 
 
-def win_figure(summary: evals.Summary) -> go.Figure:
+def win_figure(summary: evals.Summary, lang: str = i18n.DEFAULT) -> go.Figure:
     """Win / tie / loss of each model against the first, as stacked shares."""
     fig = go.Figure()
     others = [m for m in summary.models[1:] if m.wins + m.ties + m.losses]
     for name, attr, color in (("win", "wins", "#16a34a"), ("tie", "ties", "#9ca3af"), ("loss", "losses", "#dc2626")):
-        fig.add_bar(name=name, orientation="h", y=[m.label for m in others], marker_color=color,
+        fig.add_bar(name=i18n.text(f"eval.{name}", lang), orientation="h", y=[m.label for m in others],
+                    marker_color=color,
                     x=[getattr(m, attr) / (m.wins + m.ties + m.losses) for m in others],
                     text=[getattr(m, attr) for m in others], textposition="inside")
     base = summary.models[0].label if summary.models else ""
     fig.update_layout(barmode="stack", height=120 + 40 * len(others), margin=dict(l=10, r=10, t=40, b=30),
-                      title=f"against {base}, judged by {summary.judge}" if others else "no comparison yet",
+                      title=(i18n.text("eval.against", lang, base=base, judge=summary.judge) if others
+                             else i18n.text("eval.no_comparison", lang)),
                       xaxis=dict(range=[0, 1], tickformat=".0%"), legend=dict(orientation="h", y=-0.3))
     return fig
 

@@ -16,7 +16,7 @@ from app.choices import dataset_choices, generation_model_choices
 from app.eval_render import (EXAMPLE_COLUMNS, eval_choices, examples_frame, model_b_choices,
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
                              win_figure)
-from app.formatting import error_markdown
+from app.formatting import error_markdown, status_text
 from app.tab_polls import TabPolls
 from backend import evals
 from backend.modes.registry import mode_spec
@@ -107,7 +107,9 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     shown = gr.State(None)  # (id, status, done) last rendered: the poll skips an unchanged evaluation
 
     def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,
-                 name_v):
+                 name_v, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        cannot = i18n.text("eval.cannot_start", lang)
         try:
             data = {"name": name_v or "", "models": list(models_v or []), "dataset": dataset_v or "",
                     "prompt_column": prompt_v or "", "reference_column": ref_v or "",
@@ -120,54 +122,63 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
         except evals.EvalError as err:
-            return {message: error_markdown(err.errors, "Cannot start the evaluation")}
+            return {message: error_markdown(err.errors, cannot, lang)}
         except ValueError as err:
-            return {message: error_markdown([str(err)], "Cannot start the evaluation")}
+            return {message: error_markdown([str(err)], cannot, lang)}
         except Exception as err:  # never a traceback in the page; the log has it
             log.exception("starting an evaluation failed")
-            return {message: error_markdown([html.escape(f"{type(err).__name__}: {err}")], "Cannot start")}
-        return {message: f"Started **{e.name}** (`{e.id}`): {e.status}.",
+            return {message: error_markdown([html.escape(f"{type(err).__name__}: {err}")],
+                                                  i18n.text("eval.could_not_start", lang), lang)}
+        return {message: i18n.text("eval.started", lang, name=e.name, id=e.id, status=status_text(e.status, lang)),
                 select: gr.update(choices=eval_choices(store), value=e.id)}
 
-    def render(eval_id, category_v, other_v, last):
+    def render(eval_id, category_v, other_v, last, lang=i18n.DEFAULT):
         if not eval_id:
-            return {progress: progress_html(None), shown: None}
+            return {progress: progress_html(None, lang), shown: None}
         try:
             e = evals.get_eval(store, eval_id)
         except KeyError:
-            return {progress: progress_html(None), shown: None}
-        key = (e.id, e.status, e.done, category_v, other_v)
+            return {progress: progress_html(None, lang), shown: None}
+        key = (e.id, e.status, e.done, category_v, other_v, lang)
         if key == last:
             return {shown: last}
         rows = evals.answers(store, e.id)
         summary = evals.summary_of(store, e, rows)
         choices = model_b_choices(e)
         b = other_v if other_v in {v for _, v in choices} else (choices[0][1] if choices else 1)
-        frame = results_frame(summary)
-        return {progress: progress_html(e), results: gr.update(value=frame, column_widths=results_widths(frame)),
-                wins: win_figure(summary),
+        frame = results_frame(summary, lang)
+        return {progress: progress_html(e, lang),
+                results: gr.update(value=frame, column_widths=results_widths(frame)),
+                wins: win_figure(summary, lang),
                 other: gr.update(choices=choices, value=b if choices else None),
-                table: examples_frame(rows, summary, category_v, b), shown: key}
+                table: examples_frame(rows, summary, category_v, b, lang), shown: key}
 
-    def on_stop(eval_id):
+    def on_view(eval_id, category_v, other_v, request: gr.Request = None):
+        return render(eval_id, category_v, other_v, None, i18n.lang_of(request))
+
+    def on_stop(eval_id, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         if not eval_id:
-            return {message: "Select an evaluation first."}
-        return {message: f"Evaluation {eval_id}: {evals.stop_eval(store, eval_id)}; the answers scored so far are "
-                         "kept."}
+            return {message: i18n.text("eval.select_first", lang)}
+        outcome = evals.stop_eval(store, eval_id)
+        return {message: i18n.text("eval.stopped", lang, id=eval_id, outcome=status_text(outcome, lang))}
 
-    def poll(eval_id, category_v, other_v, last):
-        if not eval_id or (last and last[0] == eval_id and last[1] in evals.FINAL):
+    def poll(eval_id, category_v, other_v, last, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        # a finished evaluation is drawn once, unless the session's language changed since
+        if not eval_id or (last and last[0] == eval_id and last[1] in evals.FINAL and last[-1] == lang):
             return {shown: last}
-        return render(eval_id, category_v, other_v, last)
+        return render(eval_id, category_v, other_v, last, lang)
 
     def download(kind):
-        def handler(eval_id):
+        def handler(eval_id, request: gr.Request = None):
+            lang = i18n.lang_of(request)
             if not eval_id:
-                return {message: "Select an evaluation first.", file: gr.update(visible=False)}
+                return {message: i18n.text("eval.select_first", lang), file: gr.update(visible=False)}
             e = evals.get_eval(store, eval_id)
             out = store.workspace / "evals" / f"{e.id}-predictions.{kind}"
             evals.write_predictions(evals.answers(store, e.id), e.info.get("models") or e.spec.models, out)
-            return {file: gr.update(value=str(out), visible=True), message: f"Predictions written to `{out}`."}
+            return {file: gr.update(value=str(out), visible=True), message: i18n.text("eval.written", lang, path=out)}
         return handler
 
     view_outputs = [progress, results, wins, other, table, shown]
@@ -175,8 +186,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                            batch_size, sample, temperature, top_p, samples, seed, name], [message, select])
     stop.click(on_stop, select, message)
     for trigger in (select.change, category.change, other.input):
-        trigger(lambda i, c, o: render(i, c, o, None), [select, category, other], view_outputs,
-                show_progress="hidden")
+        trigger(on_view, [select, category, other], view_outputs, show_progress="hidden")
     polls.add("evaluate", poll, [select, category, other, shown], view_outputs, show_progress="hidden")
     jsonl.click(download("jsonl"), select, [file, message])
     parquet.click(download("parquet"), select, [file, message])

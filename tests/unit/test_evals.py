@@ -170,7 +170,23 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
     assert [(s["type"], s["weight"]) for s in lines] == [("numeric_match", 1.0), ("blocklist", 0.0)]
     sft = store.create_run(build_config({"mode": "sft", "eval": {"split": 0.1}}))
     assert prefill(store, sft.id)["dataset"] == f"heldout:{sft.id}" and prefill(store, sft.id)["scorers"] == "rouge_l"
-    assert "No evaluation selected" in progress_html(None)
+    assert "No evaluation selected" in progress_html(None) and "未选择评估" in progress_html(None, "zh")
+
+
+def test_the_results_and_examples_tables_speak_the_session_language():
+    from app.eval_render import examples_frame, results_frame, win_figure
+    from backend.evals.results import summarize
+    from backend.evals.store import Answer
+
+    answers = [Answer(m, r, 0, f"q{r}", "1", "a", {"numeric_match": float((m + r) % 2)}, {})
+               for m in range(2) for r in range(2)]
+    summary = summarize(answers, ["base", "run:x"], ["numeric_match"], ["numeric_match"], "numeric_match")
+    zh = results_frame(summary, "zh")
+    assert list(zh.columns) == ["模型", "行数", "numeric_match", "对 base 的胜 / 平 / 负"] and zh.iloc[0, -1] == "基线"
+    assert list(results_frame(summary).columns)[:2] == ["model", "rows"]
+    examples = examples_frame(answers, summary, "all", 1, "zh")
+    assert list(examples.columns)[:2] == ["行", "判定"] and set(examples["判定"]) == {"A 更好", "B 更好"}
+    assert [t.name for t in win_figure(summary, "zh").data] == ["胜", "平", "负"]
 
 
 def test_a_run_shows_the_evaluations_it_took_part_in(tmp_path):
