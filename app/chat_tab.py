@@ -61,11 +61,11 @@ class ChatTab:
     refresh: tuple  # (fn, {inputs, outputs}) for opening the tab: the choices only (runs may have finished)
 
 
-def shown(history: list[dict], busy: bool = False) -> list[dict]:
+def shown(history: list[dict], busy: bool = False, lang: str = i18n.DEFAULT) -> list[dict]:
     """What a Chatbot shows: the messages, with a placeholder while an answer has no text yet."""
     out = [dict(m) for m in history]
     if out and out[-1]["role"] == "assistant" and not out[-1]["content"].strip():
-        out[-1]["content"] = "…" if busy else "*(an empty answer)*"
+        out[-1]["content"] = "…" if busy else i18n.text("chat.empty_answer", lang)
     return out
 
 
@@ -73,13 +73,13 @@ def bot_label(side: int, spec: ModelRef | None) -> str:
     return f"{SIDES[side]} · {spec.label}" if spec else SIDES[side]
 
 
-def reply_stats(label: str, r: chat.Reply | None) -> str:
+def reply_stats(label: str, r: chat.Reply | None, lang: str = i18n.DEFAULT) -> str:
     if r is None:
         return ""
-    if r.error:
-        return f"**{label}** failed: {html.escape(r.error)}"
-    state = "done" if r.done else "writing"
-    return f"**{label}** {state}: {r.tokens} tokens, {r.tokens_per_second:.1f} tokens/s"
+    if r.error:  # the error itself is the backend's, in English
+        return i18n.text("chat.reply_failed", lang, side=label, error=html.escape(r.error))
+    return i18n.text("chat.reply_done" if r.done else "chat.reply_writing", lang, side=label, tokens=r.tokens,
+                     speed=r.tokens_per_second)
 
 
 def sources_yaml(configs) -> str:
@@ -111,15 +111,17 @@ def parse_columns(text: str) -> dict:
     return {str(k): v for k, v in data.items()}
 
 
-def scores_markdown(result: dict, labels: list[str], weights: list[float]) -> str:
+def scores_markdown(result: dict, labels: list[str], weights: list[float], lang: str = i18n.DEFAULT) -> str:
     def cell(v):
         return "–" if v is None else f"{v:.4g}"
 
-    head = "| source | weight | " + " | ".join(html.escape(x) for x in labels) + " |"
+    head = (f"| {i18n.text('chat.col.source', lang)} | {i18n.text('chat.col.weight', lang)} | "
+            + " | ".join(html.escape(x) for x in labels) + " |")
     lines = [head, "|---|---:|" + "---:|" * len(labels)]
     for (name, scores), w in zip(result["sources"].items(), weights):
         lines.append(f"| {name} | {w:g} | " + " | ".join(cell(s) for s in scores) + " |")
-    lines.append("| **total** | | " + " | ".join(f"**{cell(t)}**" for t in result["total"]) + " |")
+    lines.append(f"| **{i18n.text('col.total', lang)}** | | "
+                 + " | ".join(f"**{cell(t)}**" for t in result["total"]) + " |")
     return "\n".join(lines)
 
 
@@ -179,48 +181,51 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
 
     # ---- handlers ----
 
-    def specs_of(values) -> tuple[list[ModelRef | None], list[str]]:
+    def specs_of(values, lang: str = i18n.DEFAULT) -> tuple[list[ModelRef | None], list[str]]:
         specs, errors = [], []
         for side, value in zip(SIDES, values):
             try:
                 specs.append(chat.chat_model(value, store) if (value or "").strip() else None)
             except (ChatError, ValueError) as e:
                 specs.append(None)
-                errors.append(f"model {side}: {e}")
+                errors.append(f"{i18n.text('chat.model', lang, side=side)}: {e}")
         return specs, errors
 
     def on_model(side: int):
         """A person picked another model for one side: a new conversation there, and the models no longer
         selected leave memory."""
-        def handler(value_a, value_b, s: ChatSession):
-            specs, errors = specs_of([value_a, value_b])
+        def handler(value_a, value_b, s: ChatSession, request: gr.Request = None):
+            lang = i18n.lang_of(request)
+            specs, errors = specs_of([value_a, value_b], lang)
             s.clear(side)
             s.picked[side] = True
             s.labels[side] = specs[side].label if specs[side] else ""
             released = chat.MODELS.keep_only([sp for sp in specs if sp])
-            note = f" Released {released} model(s) no longer selected." if released else ""
-            msg = error_markdown(errors, "Cannot use this model") if errors else \
-                (f"Model {SIDES[side]}: **{html.escape(s.labels[side])}** (loads on the first prompt).{note}"
+            note = i18n.text("chat.released", lang, n=released) if released else ""
+            msg = error_markdown(errors, i18n.text("chat.cannot_use", lang), lang) if errors else \
+                (i18n.text("chat.picked", lang, side=SIDES[side], name=html.escape(s.labels[side])) + note
                  if specs[side] else note.strip())
             return {bots[side]: gr.update(value=[], label=bot_label(side, specs[side])), status: msg, session: s}
         return handler
 
-    def on_send(values: dict):
+    def on_send(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         s: ChatSession = values[session]
         text = (values[prompt] or "").strip()
         if not text:
-            yield {status: "Type a prompt first."}
+            yield {status: i18n.text("chat.type_first", lang)}
             return
-        specs, errors = specs_of([values[picker] for picker in pickers])
+        specs, errors = specs_of([values[picker] for picker in pickers], lang)
         if errors or not any(specs):
-            yield {status: error_markdown(errors or ["pick a model for side A or B (or both)"], "Cannot send")}
+            yield {status: error_markdown(errors or [i18n.text("chat.pick_model", lang)],
+                                          i18n.text("chat.cannot_send", lang), lang)}
             return
         n_tokens, temp, p = values[max_new], values[temperature], values[top_p]
         try:
             sampling = Sampling(int(n_tokens or 0), float(temp if temp is not None else -1),
                                 float(p if p is not None else 0)).check()
         except ChatError as e:
-            yield {status: error_markdown([str(e)], "Cannot send")}
+            yield {status: error_markdown([str(e)], i18n.text("chat.cannot_send", lang), lang)}
             return
         asked = [chat.conversation(values[system], s.histories[i], text) if sp else None
                  for i, sp in enumerate(specs)]
@@ -233,25 +238,27 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
 
         def page(busy: bool, note: str, prompt_text: str | None = None) -> dict:
             """Both conversations, the status line and (when given) the prompt box's text."""
-            out = {bots[0]: shown(s.histories[0], busy), bots[1]: shown(s.histories[1], busy), status: note, session: s}
+            out = {bots[0]: shown(s.histories[0], busy, lang), bots[1]: shown(s.histories[1], busy, lang),
+                   status: note, session: s}
             return out if prompt_text is None else out | {prompt: prompt_text}
 
         try:
             loaded = []
             for i, sp in enumerate(specs):
                 if sp and not chat.MODELS.is_loaded(sp):
-                    yield page(True, f"Loading model {SIDES[i]}: {html.escape(sp.label)}…", prompt_text="")
+                    yield page(True, i18n.text("chat.loading", lang, side=SIDES[i], name=html.escape(sp.label)),
+                               prompt_text="")
                 loaded.append(chat.MODELS.get(sp) if sp else None)
             jobs = [(m, a) if m else None for m, a in zip(loaded, asked)]
             replies = []
-            yield page(True, "Writing…", prompt_text="")
+            yield page(True, i18n.text("chat.writing", lang), prompt_text="")
             for replies in chat.stream_replies(jobs, sampling, min_interval=0.1,
                                                interval_per_kchar=UPDATE_S_PER_KCHAR):
                 for i, r in enumerate(replies):
                     if r is not None:
                         s.histories[i][-1]["content"] = r.text  # kept as far as it got if Stop is pressed
-                yield page(True, " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies))
-                                            if x), prompt_text="")
+                yield page(True, " · ".join(x for x in (reply_stats(SIDES[i], r, lang)
+                                                        for i, r in enumerate(replies)) if x), prompt_text="")
         except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
             log.exception("chat generation failed")
             for i, sp in enumerate(specs):
@@ -259,7 +266,7 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
                     s.histories[i] = s.histories[i][:-2]
             s.asked = previous
             yield page(False, error_markdown([str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"],
-                                             "Generation failed"), prompt_text=text)
+                                             i18n.text("chat.generation_failed", lang), lang), prompt_text=text)
             return
         failed = []
         for i, r in enumerate(replies):
@@ -269,21 +276,23 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
                 s.histories[i] = s.histories[i][:-2]
                 s.asked[i] = previous[i]
                 failed.append(i)
-        stats = " · ".join(x for x in (reply_stats(SIDES[i], r) for i, r in enumerate(replies)) if x)
+        stats = " · ".join(x for x in (reply_stats(SIDES[i], r, lang) for i, r in enumerate(replies)) if x)
         if failed:
-            stats += " (the failed turn was not kept)"
+            stats += i18n.text("chat.not_kept", lang)
         yield page(False, stats)
 
     def on_clear(s: ChatSession):
         return {bots[0]: [], bots[1]: [], status: "", session: s.clear()}
 
-    def on_score(sources_text, columns_text, s: ChatSession):
+    def on_score(sources_text, columns_text, s: ChatSession, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        cannot = i18n.text("chat.cannot_score", lang)
         configs, errors = parse_sources(sources_text)
         if errors:
-            return error_markdown(errors, "Cannot score")
+            return error_markdown(errors, cannot, lang)
         sides = [i for i in range(2) if s.asked[i] is not None and s.histories[i]]
         if not sides:
-            return "Send a prompt first: the last answer of each side is scored."
+            return i18n.text("chat.send_first", lang)
         try:
             from backend.rewards.spec import reward_weights
 
@@ -291,31 +300,33 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
                                         [s.histories[i][-1]["content"] for i in sides], workspace,
                                         parse_columns(columns_text))
         except ValueError as e:  # ChatError, RewardSourceError
-            return error_markdown([str(e)], "Cannot score")
+            return error_markdown([str(e)], cannot, lang)
         except Exception as e:
             log.exception("scoring chat answers failed")
-            return error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed")
+            return error_markdown([f"{type(e).__name__}: {e}"], i18n.text("chat.scoring_failed", lang), lang)
         labels = [f"{SIDES[i]} · {s.labels[i]}" if s.labels[i] else SIDES[i] for i in sides]
-        return scores_markdown(result, labels, reward_weights(configs))
+        return scores_markdown(result, labels, reward_weights(configs), lang)
 
-    def on_run_sources(run_id):
+    def on_run_sources(run_id, request: gr.Request = None):
         if not run_id:
             return gr.skip()
+        lang = i18n.lang_of(request)
         try:
             configs = store.get_run(run_id).config.reward_sources
         except KeyError as e:
-            return {scores: error_markdown([e.args[0]], "Cannot copy")}
-        return {sources: sources_yaml(configs), scores: f"Copied the reward sources of run {run_id}."}
+            return {scores: error_markdown([e.args[0]], i18n.text("chat.cannot_copy", lang), lang)}
+        return {sources: sources_yaml(configs), scores: i18n.text("chat.copied_run", lang, id=run_id)}
 
-    def on_train_sources(values: dict):
+    def on_train_sources(values: dict, request: gr.Request = None):
         from app.reward_editor import configs_from_values
 
+        lang = i18n.lang_of(request)
         configs, errors = configs_from_values(train_sources.read(values))
         if errors:
-            return {scores: error_markdown(errors, "The Train tab's sources have problems")}
+            return {scores: error_markdown(errors, i18n.text("chat.train_sources_bad", lang), lang)}
         if not configs:
-            return {scores: "The Train tab has no reward sources (add some under an RL mode)."}
-        return {sources: sources_yaml(configs), scores: "Copied the Train tab's reward sources."}
+            return {scores: i18n.text("chat.train_no_sources", lang)}
+        return {sources: sources_yaml(configs), scores: i18n.text("chat.copied_train", lang)}
 
     def on_load(value_a, value_b):
         """A fresh page: the choices, the base model on the left and the newest run's adapter on the right."""
@@ -350,7 +361,10 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
                       show_progress="hidden")
     sent = gr.on([send.click, prompt.submit], on_send, {*pickers, system, prompt, max_new, temperature, top_p, session},
                  [*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat", show_progress="hidden")
-    stop.click(lambda: "Stopped; the answers so far are kept.", None, status, cancels=[sent], show_progress="hidden")
+    def on_stop(request: gr.Request = None):
+        return i18n.text("chat.stopped", i18n.lang_of(request))
+
+    stop.click(on_stop, None, status, cancels=[sent], show_progress="hidden")
     clear.click(on_clear, session, [*bots, status, session], show_progress="hidden")
     score.click(on_score, [sources, columns, session], scores)
     from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")

@@ -57,23 +57,24 @@ def _score_cell(value) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
-def result_frame(result: playground.PlaygroundResult) -> pd.DataFrame:
+def result_frame(result: playground.PlaygroundResult, lang: str = i18n.DEFAULT) -> pd.DataFrame:
     names = [s.name for s in result.stats]
     rows = [[r.prompt, r.completion, *[_score_cell(r.scores[n]) for n in names], _score_cell(r.total)]
             for r in result.rows]
-    return pd.DataFrame(rows, columns=["prompt", "completion", *names, "total"])
+    return pd.DataFrame(rows, columns=[i18n.text("col.prompt", lang), i18n.text("col.completion", lang), *names,
+                                       i18n.text("col.total", lang)])
 
 
-def summary_markdown(result: playground.PlaygroundResult) -> str:
-    lines = [f"**{len(result.rows)} completions scored.** "
+def summary_markdown(result: playground.PlaygroundResult, lang: str = i18n.DEFAULT) -> str:
+    """The app's words in `lang`; the per-source line and the warnings are the backend's, in English."""
+    lines = [i18n.text("play.scored", lang, n=len(result.rows)) + " "
              + playground.summary_line(result.stats, result.total)]
     if result.penalty is not None:
-        lines += ["", f"At λ = {result.lam:g} the costs take {result.penalty:.3g} off the mean total (in training, "
-                      "λ moves by itself: up while a cost is over its budget)."]
+        lines += ["", i18n.text("play.penalty", lang, lam=result.lam, penalty=result.penalty)]
     if result.warnings:
         lines += [""] + [f"- ⚠ {w}" for w in result.warnings]
     else:
-        lines += ["", "Every source varies across completions: each adds a learning signal."]
+        lines += ["", i18n.text("play.all_vary", lang)]
     return "\n".join(lines)
 
 
@@ -135,7 +136,8 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
         except ValueError as e:  # PlaygroundError, DatasetError
             return f'<div class="wb-help-error">{html.escape(str(e))}</div>'
 
-    def on_generate(values: dict):
+    def on_generate(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         try:
             prompts = playground.select_prompts(values[dataset], workspace, values[first], values[count])
             temp = values[temperature]
@@ -143,24 +145,27 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
                                                     values[max_new] or 1, 1.0 if temp is None else temp)
             for p in steps:
                 done = p.done == p.total and p.completions
-                text = (f"{p.message}. Now **Score** them." if done else f"{p.message}…")
+                text = p.message + (i18n.text("play.now_score", lang) if done else "…")
                 yield {status: text} | ({completions: playground.join_completions(p.completions)}
                                         if p.completions else {})
         except ValueError as e:  # PlaygroundError, DatasetError, ModelError
-            yield {status: error_markdown([str(e)], "Cannot generate")}
+            yield {status: error_markdown([str(e)], i18n.text("play.cannot_generate", lang), lang)}
         except Exception as e:  # never a traceback in the page; the log has it
             log.exception("generating completions failed")
-            yield {status: error_markdown([f"{type(e).__name__}: {e}"], "Generation failed")}
+            yield {status: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("chat.generation_failed", lang),
+                                          lang)}
 
-    def on_model(model_spec):
+    def on_model(model_spec, request: gr.Request = None):
         if playground.MODELS.release(keep=model_spec):
-            return "Released the previously loaded model; the next Generate loads this one."
+            return i18n.text("play.released", i18n.lang_of(request))
         return gr.skip()
 
-    def on_score(values: dict):
+    def on_score(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        cannot = i18n.text("chat.cannot_score", lang)
         configs, errors = reward_editor.configs_from_values(editor.read(values))
         if errors:
-            return {summary: error_markdown(errors, "Cannot score")}
+            return {summary: error_markdown(errors, cannot, lang)}
         try:
             from backend.rewards import validate_sources
 
@@ -169,15 +174,16 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
             groups = playground.assign_completions(len(texts), len(prompts))
             columns = ["prompt", *prompts[0].columns] if prompts else []
             if problems := validate_sources(configs, columns, workspace):
-                return {summary: error_markdown(problems, "Cannot score")}
+                return {summary: error_markdown(problems, cannot, lang)}
             result = playground.score(configs, prompts, texts, workspace, groups, lam=values[lam] or 0.0)
         except ValueError as e:  # PlaygroundError, DatasetError, RewardSourceError
-            return {summary: error_markdown([str(e)], "Cannot score")}
+            return {summary: error_markdown([str(e)], cannot, lang)}
         except Exception as e:
             log.exception("scoring completions failed")
-            return {summary: error_markdown([f"{type(e).__name__}: {e}"], "Scoring failed")}
+            return {summary: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("chat.scoring_failed", lang), lang)}
         widths = score_table_widths(len(result.stats), step_column=False)
-        return {summary: summary_markdown(result), table: gr.update(value=result_frame(result), column_widths=widths)}
+        return {summary: summary_markdown(result, lang),
+                table: gr.update(value=result_frame(result, lang), column_widths=widths)}
 
     # ---- wiring ----
 
