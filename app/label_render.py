@@ -5,12 +5,20 @@ from __future__ import annotations
 import functools
 import html
 
+from app import i18n
 from app.formatting import fmt_duration
 from backend import labeling
 from backend.labeling import LabelError, LabelSession, SessionProgress
 from backend.runs.store import RunStore
 
-NO_SESSION = "Start a labeling session above, or pick one to join."
+
+def no_session(lang: str = i18n.DEFAULT) -> str:
+    return i18n.text("label.no_session", lang)
+
+
+def choice_name(choice: str, lang: str = i18n.DEFAULT) -> str:
+    """A label's name (A better, thumbs up, ...) in `lang`."""
+    return i18n.text(f"label.name.{choice}", lang) if lang != i18n.DEFAULT else labeling.CHOICE_NAMES[choice]
 
 
 @functools.cache
@@ -40,32 +48,37 @@ def card(elem_id: str, inner: str, kind: str, header: str | None = None) -> str:
     return f'{head}<div id="{elem_id}" class="wb-label-card wb-label-{kind}{empty}">{inner}</div>'
 
 
-def count_text(p: SessionProgress | None) -> str:
-    return "" if p is None else f"{p.labels} labeled / {p.remaining} remaining"
+def count_text(p: SessionProgress | None, lang: str = i18n.DEFAULT) -> str:
+    return "" if p is None else i18n.text("label.count", lang, labels=p.labels, remaining=p.remaining)
 
 
-def count_html(p: SessionProgress | None) -> str:
-    return f'<div id="label-count" class="wb-label-count">{html.escape(count_text(p))}</div>'
+def count_html(p: SessionProgress | None, lang: str = i18n.DEFAULT) -> str:
+    return f'<div id="label-count" class="wb-label-count">{html.escape(count_text(p, lang))}</div>'
 
 
-def progress_html(session: LabelSession | None, p: SessionProgress | None, mine: int = 0) -> str:
-    """Generation progress: answers ready, how far ahead of the labelers, speed; and this browser's count."""
+def progress_html(session: LabelSession | None, p: SessionProgress | None, mine: int = 0,
+                  lang: str = i18n.DEFAULT) -> str:
+    """Generation progress: answers ready, how far ahead of the labelers, speed; and this browser's count. The
+    generator's own message (the backend's) stays English."""
     if session is None or p is None:
-        return f'<div class="wb-progress wb-empty">{html.escape(NO_SESSION)}</div>'
-    unit = "pairs" if session.mode == "pair" else "answers"
+        return f'<div class="wb-progress wb-empty">{html.escape(no_session(lang))}</div>'
+    unit = "pair" if session.mode == "pair" else "answer"
     pct = 100 * p.generated / p.total if p.total else 0
-    parts = [f"{p.generated}/{p.total} {unit} generated", f"{p.ready_ahead} ready to label"]
+    parts = [i18n.text(f"label.generated.{unit}", lang, done=p.generated, total=p.total),
+             i18n.text("label.ready", lang, n=p.ready_ahead)]
     if p.seconds_per_item and p.generated < p.total:
-        parts.append(f"{p.seconds_per_item:.1f} s per {unit[:-1]}")
+        parts.append(i18n.text(f"label.pace.{unit}", lang, s=p.seconds_per_item))
         if not session.settings.lookahead:
-            parts.append(f"ETA {fmt_duration(p.seconds_per_item * (p.total - p.generated))}")
-    parts.append(f"your labels: {mine}")
+            parts.append(i18n.text("status.eta", lang,
+                                   left=fmt_duration(p.seconds_per_item * (p.total - p.generated))))
+    parts.append(i18n.text("label.yours", lang, n=mine))
     color, busy = "#4f46e5", ""
     note = session.gen_message or ""
     if session.status == "failed":
-        color, note = "#dc2626", f"Generation failed: {session.error or 'unknown error'}"
+        color, note = "#dc2626", i18n.text("label.gen_failed", lang,
+                                           error=session.error or i18n.text("label.unknown_error", lang))
     elif session.status == "ready" or p.generated == p.total:
-        color, note = "#16a34a", "Every answer is generated"
+        color, note = "#16a34a", i18n.text("label.all_generated", lang)
     elif p.generated == 0:
         busy = " wb-busy"
     return (f'<div class="wb-progress" data-status="{session.status}">'
@@ -75,26 +88,30 @@ def progress_html(session: LabelSession | None, p: SessionProgress | None, mine:
             f'<div class="wb-bar{busy}"><div style="width:{pct:.1f}%;background:{color}"></div></div></div>')
 
 
-def waiting_status(session: LabelSession, p: SessionProgress) -> str:
+def waiting_status(session: LabelSession, p: SessionProgress, lang: str = i18n.DEFAULT) -> str:
     if p.remaining == 0:
-        return "**Every item is labeled.** Export the labels or train on them below."
+        return i18n.text("label.all_labeled", lang)
     if session.status == "failed":
-        return f"**Generation failed:** {session.error}. Press *Resume generation* to try again."
+        return i18n.text("label.failed_resume", lang, error=session.error)
     if p.generated < p.total:
-        return "Waiting for the next answers to be generated…"
-    return "The remaining items are being labeled by others; new ones show here if they come free."
+        return i18n.text("label.waiting", lang)
+    return i18n.text("label.others", lang)
 
 
-def summary_html(store: RunStore, session_id: str | None) -> str:
+def summary_html(store: RunStore, session_id: str | None, lang: str = i18n.DEFAULT) -> str:
+    """The labels' tables in `lang` (model names, annotators and a session error as they are)."""
+    def w(key: str, **values) -> str:
+        return i18n.text(f"label.sum.{key}", lang, **values)
+
     if not session_id:
-        return "<p class='wb-dim'>No session selected.</p>"
+        return f"<p class='wb-dim'>{w('no_session')}</p>"
     try:
         session = labeling.get_session(store, session_id)
         s = labeling.summarize(store, session_id)
     except LabelError as e:
         return f"<p>{html.escape(str(e))}</p>"
     if not s.labels:
-        return "<p class='wb-dim'>No labels yet.</p>"
+        return f"<p class='wb-dim'>{w('no_labels')}</p>"
 
     def table(head: list[str], rows: list[list], nums: int) -> str:
         ths = "".join(f'<th class="{"num" if i >= len(head) - nums else ""}">{html.escape(h)}</th>'
@@ -103,29 +120,30 @@ def summary_html(store: RunStore, session_id: str | None) -> str:
                                        for i, c in enumerate(r)) + "</tr>" for r in rows)
         return f'<table class="wb-label-table"><tr>{ths}</tr>{trs}</table>'
 
-    head = (f"<p><b>{s.labels}</b> labels on <b>{s.items_labeled}</b> items by <b>{len(s.annotators)}</b> "
-            "annotators.</p>")
-    tables = [table(["label", "count", "share"],
-                    [[labeling.CHOICE_NAMES[c], s.by_choice.get(c, 0), labeling.rate(s.by_choice.get(c, 0), s.labels)]
+    def heads(*keys: str) -> list[str]:
+        return [w(f"col.{k}") for k in keys]
+
+    head = f"<p>{w('head', labels=s.labels, items=s.items_labeled, annotators=len(s.annotators))}</p>"
+    tables = [table(heads("label", "count", "share"),
+                    [[choice_name(c, lang), s.by_choice.get(c, 0), labeling.rate(s.by_choice.get(c, 0), s.labels)]
                      for c in session.choices], 2),
-              table(["annotator", "labels"], [[a, n] for a, n in sorted(s.annotators.items())], 1)]
+              table(heads("annotator", "labels"), [[a, n] for a, n in sorted(s.annotators.items())], 1)]
     if session.mode == "pair":
         decided = s.sides["A"] + s.sides["B"]
-        tables.append(table(["side", "won", "share of decided"],
+        tables.append(table(heads("side", "won", "share_decided"),
                             [[side, n, labeling.rate(n, decided)] for side, n in s.sides.items()], 2))
-        tables.append(table(["model", "wins", "losses", "ties", "both bad", "win rate"],
+        tables.append(table(heads("model", "wins", "losses", "ties", "both_bad", "win_rate"),
                             [[m["model"], m["wins"], m["losses"], m["ties"], m["both_bad"],
                               labeling.rate(m["wins"], m["wins"] + m["losses"])] for m in s.models], 5))
     else:
-        tables.append(table(["model", "thumbs up", "thumbs down", "unsafe", "up rate", "unsafe rate"],
+        tables.append(table(heads("model", "up", "down", "unsafe", "up_rate", "unsafe_rate"),
                             [[m["model"], m["up"], m["down"], m["unsafe"],
                               labeling.rate(m["up"], m["up"] + m["down"] + m["unsafe"]),
                               labeling.rate(m["unsafe"], m["up"] + m["down"] + m["unsafe"])] for m in s.models], 5))
     if s.multi_annotated:
-        agreement = (f"<p>Agreement: <b>{labeling.rate(round(s.agreement * s.annotator_pairs), s.annotator_pairs)}"
-                     f"</b> of {s.annotator_pairs} annotator pairs chose the same, on {s.multi_annotated} items "
-                     "labeled by several people.</p>")
+        agreement = "<p>" + w("agreement", rate=labeling.rate(round(s.agreement * s.annotator_pairs),
+                                                              s.annotator_pairs),
+                               pairs=s.annotator_pairs, items=s.multi_annotated) + "</p>"
     else:
-        agreement = ("<p class='wb-dim'>Agreement: no item was labeled by two annotators yet (set "
-                     "<i>Labels per pair</i> above 1 when starting a session to measure it).</p>")
+        agreement = f"<p class='wb-dim'>{w('no_agreement')}</p>"
     return f'{head}<div class="wb-label-tables">{"".join(tables)}</div>{agreement}'

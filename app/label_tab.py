@@ -32,8 +32,8 @@ from app.choices import dataset_choices, generation_model_choices, session_choic
 from app.events import bind
 from app.formatting import error_markdown
 from app.label_layout import LabelUI, LabelView, layout
-from app.label_render import (NO_SESSION, card, count_html, markdown_html, progress_html, prompt_html, summary_html,
-                              waiting_status)
+from app.label_render import (card, choice_name, count_html, markdown_html, no_session, progress_html, prompt_html,
+                              summary_html, waiting_status)
 from app.tab_polls import TabPolls
 from backend import labeling
 from backend.labeling import LabelError, LabelItem, LabelSession
@@ -76,6 +76,11 @@ def restore(store: RunStore, v: LabelView, saved, request: gr.Request | None = N
                    session_id=session_id)
 
 
+def in_language(v: LabelView, request: gr.Request | None) -> LabelView:
+    """The view with the session's language now (a handler called without a request keeps the view's)."""
+    return replace(v, lang=i18n.lang_of(request)) if request is not None else v
+
+
 def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> str | None:
     """Start the session's generator if it is not running; never blocks labeling (the progress shows its state)."""
     try:
@@ -113,8 +118,8 @@ def around(ui: LabelUI, store: RunStore, v: LabelView, has_item: bool, message: 
     s = labeling.get_session(store, v.session_id)
     p = labeling.progress(store, v.session_id)
     mine = labeling.client_label_count(store, v.session_id, v.client)
-    prog, cnt = progress_html(s, p, mine), count_html(p)
-    stat = message if message is not None else ("" if has_item else waiting_status(s, p))
+    prog, cnt = progress_html(s, p, mine, v.lang), count_html(p, v.lang)
+    stat = message if message is not None else ("" if has_item else waiting_status(s, p, v.lang))
     out = {ui.view: replace(v, shown_progress=prog, shown_count=cnt, shown_status=stat)}
     for component, new, old in ((ui.count, cnt, v.shown_count), (ui.progress, prog, v.shown_progress),
                                 (ui.status, stat, v.shown_status)):
@@ -128,7 +133,8 @@ def render(ui: LabelUI, store: RunStore, v: LabelView, item: LabelItem | None, m
     """Updates for ui.item_outputs: the item (or empty boxes while there is none) and what is around it."""
     if not v.session_id:
         return {ui.item_box: None, **boxes(ui, None, lang=v.lang), ui.count: count_html(None),
-                ui.progress: progress_html(None, None), ui.status: message or "", ui.view: replace(v, item_id=None)}
+                ui.progress: progress_html(None, None, lang=v.lang), ui.status: message or "",
+                ui.view: replace(v, item_id=None)}
     v = replace(v, item_id=item.id if item else None)
     single = labeling.get_session(store, v.session_id).mode == "single"
     return ({ui.item_box: str(item.id) if item else None} | boxes(ui, item, single, v.lang)
@@ -158,7 +164,7 @@ def on_load(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Reque
     return out | {ui.remember: remembered(v), ui.session: gr.update(choices=choices, value=v.session_id),
                   ui.annotator: v.annotator, ui.new.box: gr.update(open=not choices),
                   ui.new.model_a: gr.update(choices=models), ui.new.model_b: gr.update(choices=models),
-                  ui.summary: summary_html(store, v.session_id)}
+                  ui.summary: summary_html(store, v.session_id, v.lang)}
 
 
 def on_open(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Request) -> dict:
@@ -221,17 +227,18 @@ def on_start(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = N
         log.exception("starting a labeling session failed")
         return {f.message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("label.could_not_start", lang),
                                           lang)}
-    out = join(ui, store, v, s.id, "Generating the first answers…")
+    out = join(ui, store, v, s.id, i18n.text("label.generating", lang))
     v = out[ui.view]
     return out | {ui.remember: remembered(v), ui.session: gr.update(choices=session_choices(store), value=s.id),
                   f.box: gr.update(open=False), ui.annotator: v.annotator,
-                  f.message: f"Started **{s.name}** (`{s.id}`): {len(prompts)} prompts."}
+                  f.message: i18n.text("label.started", lang, name=s.name, id=s.id, n=len(prompts))}
 
 
-def on_session(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, who: str | None) -> dict:
-    v = replace(v, annotator=(who or "").strip() or v.annotator, active=True)
+def on_session(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, who: str | None,
+               request: gr.Request = None) -> dict:
+    v = replace(in_language(v, request), annotator=(who or "").strip() or v.annotator, active=True)
     out = join(ui, store, v, session_id)
-    return out | {ui.remember: remembered(out[ui.view]), ui.summary: summary_html(store, session_id)}
+    return out | {ui.remember: remembered(out[ui.view]), ui.summary: summary_html(store, session_id, v.lang)}
 
 
 def on_annotator(ui: LabelUI, v: LabelView, who: str | None) -> dict:
@@ -240,11 +247,11 @@ def on_annotator(ui: LabelUI, v: LabelView, who: str | None) -> dict:
     return {ui.remember: remembered(v), ui.view: v, ui.annotator: who}
 
 
-def on_label(ui: LabelUI, store: RunStore, choice: str, values: dict) -> dict:
+def on_label(ui: LabelUI, store: RunStore, choice: str, values: dict, request: gr.Request = None) -> dict:
     """A label button (or its key): save the label for the item shown, then show the next one."""
-    v, item_id = values[ui.view], values[ui.item_box]
+    v, item_id = in_language(values[ui.view], request), values[ui.item_box]
     if not v.session_id:
-        return render(ui, store, v, None, NO_SESSION, force=True)
+        return render(ui, store, v, None, no_session(v.lang), force=True)
     who = (values[ui.annotator] or "").strip() or v.annotator
     v = replace(v, annotator=who, active=True)
     message = None
@@ -254,10 +261,10 @@ def on_label(ui: LabelUI, store: RunStore, choice: str, values: dict) -> dict:
             labeling.commit_label(store, v.session_id, int(item_id), choice, who, v.client,
                                   edited_text=values[ui.edit], note=values[ui.note])
         except LabelError as e:
-            message = f"**Not saved:** {e}"
+            message = i18n.text("label.not_saved", v.lang, error=e)
     else:
-        message = "Nothing to label yet: " + waiting_status(labeling.get_session(store, v.session_id),
-                                                             labeling.progress(store, v.session_id))
+        message = i18n.text("label.nothing_yet", v.lang, why=waiting_status(
+            labeling.get_session(store, v.session_id), labeling.progress(store, v.session_id), v.lang))
     item = labeling.claim_next(store, v.session_id, who, v.client)
     ensure_generator(store, v.session_id)
     out = render(ui, store, v, item, message)
@@ -267,20 +274,22 @@ def on_label(ui: LabelUI, store: RunStore, choice: str, values: dict) -> dict:
     return out
 
 
-def on_undo(ui: LabelUI, store: RunStore, v: LabelView, who: str | None) -> dict:
+def on_undo(ui: LabelUI, store: RunStore, v: LabelView, who: str | None, request: gr.Request = None) -> dict:
+    v = in_language(v, request)
     if not v.session_id:
-        return render(ui, store, v, None, NO_SESSION, force=True)
+        return render(ui, store, v, None, no_session(v.lang), force=True)
     undone = labeling.undo_last(store, v.session_id, v.client)
     item = labeling.claim_next(store, v.session_id, (who or "").strip() or v.annotator, v.client)
     if undone is None:
-        return render(ui, store, v, item, "Nothing to undo: no label from this browser in this session.")
-    message = f"Undid your label **{labeling.CHOICE_NAMES[undone.choice]}**; label this item again."
+        return render(ui, store, v, item, i18n.text("label.nothing_to_undo", v.lang))
+    message = i18n.text("label.undid", v.lang, name=choice_name(undone.choice, v.lang))
     return render(ui, store, v, item, message) | {ui.edit: undone.edited_text or "", ui.note: undone.note or ""}
 
 
-def on_tick(ui: LabelUI, store: RunStore, v: LabelView):
+def on_tick(ui: LabelUI, store: RunStore, v: LabelView, request: gr.Request = None):
     if not v.session_id or not v.active:
         return gr.skip()
+    v = in_language(v, request)
     state = ensure_generator(store, v.session_id)
     if v.item_id is None and state != "failed":
         item = labeling.claim_next(store, v.session_id, v.annotator, v.client)
@@ -291,7 +300,8 @@ def on_tick(ui: LabelUI, store: RunStore, v: LabelView):
     return rest if len(rest) > 1 else gr.skip()  # the view alone: nothing changed
 
 
-def on_resume(ui: LabelUI, store: RunStore, v: LabelView) -> dict:
+def on_resume(ui: LabelUI, store: RunStore, v: LabelView, request: gr.Request = None) -> dict:
+    v = in_language(v, request)
     if v.session_id:
         ensure_generator(store, v.session_id, retry=True)
     return join(ui, store, v, v.session_id)
@@ -304,10 +314,11 @@ def on_edit_from(store: RunStore, side: str, item_id):
     return (item.answer_a if side == "a" else item.answer_b) or ""
 
 
-def on_export(ui: LabelUI, store: RunStore, values: dict) -> dict:
-    e, v = ui.export, values[ui.view]
+def on_export(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = None) -> dict:
+    """The export's own account of what it wrote (result.text(), the CLI's too) stays English."""
+    e, v = ui.export, in_language(values[ui.view], request)
     if not v.session_id:
-        return {e.file: None, e.summary: NO_SESSION}
+        return {e.file: None, e.summary: no_session(v.lang)}
     s = labeling.get_session(store, v.session_id)
     fmt = values[e.fmt]
     out = store.workspace / "exports" / "labels" / f"{s.id}-{fmt}{values[e.file_type]}"
@@ -315,34 +326,33 @@ def on_export(ui: LabelUI, store: RunStore, values: dict) -> dict:
         result = labeling.write_export(store, s.id, out, fmt=fmt, conversational=values[e.chat], ties=values[e.ties],
                                        both_bad=values[e.both_bad])
     except LabelError as err:
-        return {e.file: None, e.summary: error_markdown([str(err)], "Cannot export")}
+        return {e.file: None, e.summary: error_markdown([str(err)], i18n.text("label.cannot_export", v.lang), v.lang)}
     if not result.rows:
-        return {e.file: None, e.summary: f"**Nothing to export yet:** {result.text()}."}
+        return {e.file: None, e.summary: i18n.text("label.nothing_to_export", v.lang, what=result.text())}
     download = Path(tempfile.mkdtemp(prefix="wb-labels-")) / out.name  # a path Gradio always serves
     shutil.copyfile(out, download)
-    return {e.file: str(download), e.summary: f"**Exported** {result.text()}. Saved as `{out}`."}
+    return {e.file: str(download), e.summary: i18n.text("label.exported", v.lang, what=result.text(), path=out)}
 
 
-def on_train(ui: LabelUI, store: RunStore, train_fields: dict, polls: TabPolls, train_mode: str, v: LabelView) -> dict:
+def on_train(ui: LabelUI, store: RunStore, train_fields: dict, polls: TabPolls, train_mode: str, v: LabelView,
+             request: gr.Request = None) -> dict:
     """Fill the Train tab (`train_fields`: its mode, dataset and model) to train on the session's labels."""
-    say = ui.export.summary
+    say, lang = ui.export.summary, in_language(v, request).lang
     if not v.session_id:
-        return {say: NO_SESSION}
+        return {say: no_session(lang)}
     s = labeling.get_session(store, v.session_id)
     if s.mode == "single" and mode_spec(train_mode).pairwise and mode_spec(train_mode).task != "seq_cls":
-        return {say: f"**{s.name}** rates single answers (thumbs up / down): it gives no pairs for "
-                     f"{train_mode.upper()}. Train KTO on it, or a reward model on its unsafe tags (a cost "
-                     "classifier)."}
+        return {say: i18n.text("label.no_pairs", lang, name=s.name, mode=train_mode.upper())}
     spec = labeling.LABELS_PREFIX + s.id
     try:
         labeling.labels_dataset(spec, store.workspace, train_mode)
     except LabelError as e:
-        return {say: f"**Not yet:** {e}"}
+        return {say: i18n.text("label.not_yet", lang, error=e)}
     base, _ = labeling.resolve_candidate(store, s.model_a)
     return {train_fields["mode"]: gr.update(value=train_mode),
             train_fields["dataset"]: gr.update(choices=dataset_choices(store), value=spec),
             train_fields["model"]: gr.update(value=base), **polls.open("train"),
-            say: f"The Train tab is set to **{train_mode.upper()}** on `{spec}` with the model `{base}`."}
+            say: i18n.text("label.train_set", lang, mode=train_mode.upper(), spec=spec, base=base)}
 
 
 # ---- wiring ----
@@ -372,7 +382,10 @@ def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | Non
     e = ui.export
     e.button.click(bind(on_export, ui, store), e.inputs | {ui.view}, [e.file, e.summary], show_progress="minimal",
                    show_progress_on=[e.summary])
-    ui.summary_refresh.click(lambda v: summary_html(store, v.session_id), ui.view, ui.summary, **hidden)
+    def on_summary(v: LabelView, request: gr.Request = None) -> str:
+        return summary_html(store, v.session_id, in_language(v, request).lang)
+
+    ui.summary_refresh.click(on_summary, ui.view, ui.summary, **hidden)
     if train_fields:
         outputs = [train_fields["mode"], train_fields["dataset"], train_fields["model"], *polls.outputs, e.summary]
         for train_mode, button in e.train_buttons.items():
