@@ -17,15 +17,14 @@ from backend.runs.store import RunStore
 log = logging.getLogger(__name__)
 
 
-def result_markdown(result: export.ExportResult) -> str:
-    what = {"adapter": "Adapter exported", "merged": "Merged model exported",
-            "full": "Model exported (a copy: this run fine-tuned every weight, so there is nothing to merge)"}
-    lines = [f"**{what[result.kind]}.**", "", f"- folder: `{result.folder}`"]
+def result_markdown(result: export.ExportResult, lang: str = i18n.DEFAULT) -> str:
+    lines = [f"**{i18n.text('export.done.' + result.kind, lang)}**", "",
+             i18n.text("export.folder", lang, path=result.folder)]
     if result.zip_path:
         size = result.zip_path.stat().st_size / 2**20
-        lines.append(f"- zip ({size:.1f} MB, download it below): `{result.zip_path}`")
+        lines.append(i18n.text("export.zip_file", lang, size=size, path=result.zip_path))
     if result.kind != "adapter":
-        lines.append("- the Chat tab lists it as *export · " + result.folder.name + "* (↻ Models)")
+        lines.append(i18n.text("export.in_chat", lang, name=result.folder.name))
     return "\n".join(lines)
 
 
@@ -59,7 +58,7 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
                 log.exception("export failed")
                 return {status: error_markdown([html.escape(f"{type(e).__name__}: {e}")],
                                                i18n.text("export.failed", lang), lang), file: hidden}
-            return {status: result_markdown(result), file: gr.update(value=str(result.zip_path), visible=True)}
+            return {status: result_markdown(result, lang), file: gr.update(value=str(result.zip_path), visible=True)}
         return handler
 
     # one export at a time: a merge holds a whole model in memory

@@ -13,7 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import yaml
 
-from app.formatting import fmt_time
+from app import i18n
+from app.formatting import fmt_time, status_text
 from app.forms import FIELDS, bounds
 from app.plots import empty_figure
 from app.view_state import SentValues
@@ -104,42 +105,68 @@ def spec_data(base_text, rows: list[dict | None], metric, direction, reduce, las
             "pruning": {"enabled": bool(prune)}}
 
 
-def sweep_table_rows(store: RunStore, all_sweeps: list[sweeps.Sweep], now: float | None = None) -> list[list]:
+def sweep_columns(lang: str = i18n.DEFAULT) -> list[str]:
+    """SWEEP_COLUMNS's headers in `lang`."""
+    return [i18n.text(f"col.{c}" if c in ("name", "status", "started", "id") else f"sweeps.col.{c}", lang)
+            for c in SWEEP_COLUMNS]
+
+
+def sweep_table_rows(store: RunStore, all_sweeps: list[sweeps.Sweep], now: float | None = None,
+                     lang: str = i18n.DEFAULT) -> list[list]:
     rows = []
     for s in all_sweeps:
         summary = sweeps.sweep_summary(s, sweeps.list_trials(store, s.id))
         best = f"{sweeps.format_value(summary['best_value'], 6)} (#{summary['best_trial']})" \
             if summary["best_trial"] else "-"
-        rows.append([s.name, s.status, f"{summary['trials_done']}/{summary['n_trials']}",
-                     f"{summary['direction'][:3]} {summary['metric']}", best, fmt_time(s.started_at, now), s.id])
+        rows.append([s.name, status_text(s.status, lang), f"{summary['trials_done']}/{summary['n_trials']}",
+                     f"{i18n.text('sweeps.dir.' + summary['direction'], lang)} {summary['metric']}", best,
+                     fmt_time(s.started_at, now), s.id])
     return rows
 
 
-def trials_frame(store: RunStore, sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]):
-    """The trials table; the best trial's row is highlighted (a pandas Styler, shown as is by gr.Dataframe)."""
+def _trial_status(status: str, lang: str) -> str:
+    """A trial's status ("pruned", or a running run's "running 3/10") in `lang`."""
+    word, sep, rest = status.partition(" ")
+    return status_text(word, lang) + sep + rest
+
+
+def trials_frame(store: RunStore, sweep: sweeps.Sweep | None, trials: list[sweeps.Trial], lang: str = i18n.DEFAULT):
+    """The trials table; the best trial's row is highlighted (a pandas Styler, shown as is by gr.Dataframe).
+    Headers and status words in `lang`; the settings' paths and the metric as they are."""
+    def head(c: str) -> str:
+        return i18n.text(f"sweeps.col.{c}", lang) if c in ("trial", "objective", "best", "run") else \
+            i18n.text("col.status", lang) if c == "status" else c
+
     if sweep is None:
-        return pd.DataFrame(columns=["trial", "status", "objective", "best", "run"])
-    frame = pd.DataFrame(sweeps.trial_rows(store, sweep, trials), columns=sweeps.trial_columns(sweep.spec))
-    return frame.style.apply(lambda row: [_BEST_STYLE if row["best"] else ""] * len(row), axis=1)
+        return pd.DataFrame(columns=[head(c) for c in ("trial", "status", "objective", "best", "run")])
+    columns = sweeps.trial_columns(sweep.spec)
+    rows = [[_trial_status(r[1], lang) if i == 1 else c for i, c in enumerate(r)]
+            for r in sweeps.trial_rows(store, sweep, trials)]
+    fixed = {0, 1, len(columns) - 2, len(columns) - 1}  # trial, status, best, run (the settings and metric between)
+    frame = pd.DataFrame(rows, columns=[head(c) if i in fixed else c for i, c in enumerate(columns)])
+    best = len(columns) - 2
+    return frame.style.apply(lambda row: [_BEST_STYLE if row.iloc[best] else ""] * len(row), axis=1)
 
 
-def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> go.Figure:
+def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial], lang: str = i18n.DEFAULT) -> go.Figure:
     """Objective per trial (completed and pruned) and the best so far, as a step line."""
     if sweep is None:
-        return empty_figure("Select a sweep")
+        return empty_figure(i18n.text("sweeps.plot.select", lang))
     o = sweep.spec.objective
     done = [t for t in trials if t.value is not None and t.status in ("completed", "pruned")]
     if not done:
-        return empty_figure(f"No {o.metric} values yet")
+        return empty_figure(i18n.text("sweeps.plot.no_values", lang, metric=o.metric))
+    trial = i18n.text("sweeps.col.trial", lang)
     fig = go.Figure()
     for status, color, symbol in (("completed", "rgb(79, 70, 229)", "circle"), ("pruned", "#9ca3af", "x")):
         pts = [t for t in done if t.status == status]
         if pts:
             fig.add_trace(go.Scatter(
-                x=[t.number + 1 for t in pts], y=[t.value for t in pts], mode="markers", name=status,
-                marker=dict(color=color, size=9, symbol=symbol),
+                x=[t.number + 1 for t in pts], y=[t.value for t in pts], mode="markers",
+                name=status_text(status, lang), marker=dict(color=color, size=9, symbol=symbol),
                 customdata=[", ".join(f"{k}={sweeps.format_value(v)}" for k, v in t.params.items()) for t in pts],
-                hovertemplate=f"trial #%{{x}}<br>{o.metric} %{{y:.6g}}<br>%{{customdata}}<extra>{status}</extra>"))
+                hovertemplate=f"{trial} #%{{x}}<br>{o.metric} %{{y:.6g}}<br>%{{customdata}}"
+                              f"<extra>{status_text(status, lang)}</extra>"))
     xs, best_ys, best = [], [], None
     better = min if o.direction == "minimize" else max
     for t in sorted(done, key=lambda t: t.number):
@@ -149,31 +176,40 @@ def history_figure(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial]) -> go
             xs.append(t.number + 1)
             best_ys.append(best)
     if xs:
-        fig.add_trace(go.Scatter(x=xs, y=best_ys, mode="lines", name="best so far", line_shape="hv",
+        fig.add_trace(go.Scatter(x=xs, y=best_ys, mode="lines", name=i18n.text("sweeps.plot.best", lang),
+                                 line_shape="hv",
                                  line=dict(color="#16a34a", width=2)))
+    how = ({"direction": o.direction, "reduce": o.reduce} if lang == i18n.DEFAULT else  # English: the spec's words
+           {"direction": i18n.text(f"sweeps.{o.direction}", lang),
+            "reduce": i18n.text(f"sweeps.reduce.{o.reduce}", lang)})
     fig.update_layout(height=300, template="plotly_white", margin=dict(l=50, r=20, t=40, b=40),
-                      title=dict(text=f"{o.metric} per trial ({o.direction}, {o.reduce})", font=dict(size=13)),
+                      title=dict(text=i18n.text("sweeps.plot.title", lang, metric=o.metric, **how),
+                                 font=dict(size=13)),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
-                      xaxis=dict(title="trial", dtick=1, gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
+                      xaxis=dict(title=trial, dtick=1, gridcolor="#eee"), yaxis=dict(gridcolor="#eee"))
     return fig
 
 
-def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial], importances: dict | None = None) -> str:
+def status_html(sweep: sweeps.Sweep | None, trials: list[sweeps.Trial], importances: dict | None = None,
+                lang: str = i18n.DEFAULT) -> str:
+    """The sweep's status line in `lang`; the sweep's error (the backend's) stays English."""
     if sweep is None:
-        return '<div class="wb-progress wb-empty">No sweep selected. Start one above.</div>'
+        return f'<div class="wb-progress wb-empty">{i18n.text("sweeps.none", lang)}</div>'
     s = sweeps.sweep_summary(sweep, trials)
     color = _STATUS_COLORS.get(sweep.status, "#6b7280")
     pct = 100 * s["trials_done"] / max(1, s["n_trials"])
-    best = (f" · best {html.escape(s['metric'])} <b>{s['best_value']:.6g}</b> (trial #{s['best_trial']})"
-            if s["best_trial"] else "")
-    stop = " · stopping after the current trial's run saves" if sweep.stop_requested and sweep.active else ""
+    best = (i18n.text("sweeps.status.best", lang, metric=html.escape(s["metric"]), value=s["best_value"],
+                      trial=s["best_trial"]) if s["best_trial"] else "")
+    stop = i18n.text("sweeps.status.stopping", lang) if sweep.stop_requested and sweep.active else ""
     error = f'<div class="wb-help-error">{html.escape(sweep.error)}</div>' if sweep.error else ""
-    mattered = ("<div class=\"wb-dim\">what mattered (fANOVA): "
+    mattered = (f"<div class=\"wb-dim\">{i18n.text('sweeps.status.mattered', lang)} "
                 + ", ".join(f"<code>{html.escape(k)}</code> {v:.0%}" for k, v in importances.items()) + "</div>"
                 if importances else "")
+    trials_done = i18n.text("sweeps.status.trials", lang, done=s["trials_done"], total=s["n_trials"])
     return (f'<div class="wb-progress"><div class="wb-progress-head"><b>{html.escape(sweep.name)}</b>'
-            f'<span class="wb-status" id="sweep-status-word" style="color:{color}">{sweep.status}</span>'
-            f'<span class="wb-status">{s["trials_done"]}/{s["n_trials"]} trials{best}{stop}</span></div>'
+            f'<span class="wb-status" id="sweep-status-word" style="color:{color}">'
+            f'{status_text(sweep.status, lang)}</span>'
+            f'<span class="wb-status">{trials_done}{best}{stop}</span></div>'
             f'<div class="wb-bar"><div style="width:{pct:.0f}%;background:{color}"></div></div>{mattered}{error}</div>')
 
 

@@ -18,7 +18,8 @@ from app import i18n
 from app.choices import preset_choices, run_selection
 from app.sweep_render import (DEFAULT_BASE, MAX_PARAMS, SWEEP_COLUMNS, base_text_for, default_param, history_figure,
                               importances, param_from_row, parse_base, row_values, searchable_fields, spec_data,
-                              status_html, sweep_preset_choices, sweep_table_rows, SweepView, trials_frame)
+                              status_html, sweep_columns, sweep_preset_choices, sweep_table_rows, SweepView,
+                              trials_frame)
 from app.forms import FIELDS
 from app.formatting import status_text
 from app.tab_polls import TabPolls
@@ -126,27 +127,28 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
     outputs = [sweeps_table, select, status, trials_table, history, best_yaml, view]
     row_inputs = [c for comps, _ in rows for c in comps]
 
-    def render(v: SweepView) -> dict:
+    def render(v: SweepView, lang: str = i18n.DEFAULT) -> dict:
+        """What changed since the view was last sent (a change of language changes every text)."""
         now = time.time()
         all_sweeps = sweeps.list_sweeps(store)
         if v.sweep_id not in {s.id for s in all_sweeps}:
             v.sweep_id = next((s.id for s in all_sweeps if s.active), all_sweeps[0].id if all_sweeps else None)
         out = {view: v}
-        table = sweep_table_rows(store, all_sweeps, now)
-        if v.changed("table", table):
-            out[sweeps_table] = pd.DataFrame(table, columns=SWEEP_COLUMNS)
+        table = sweep_table_rows(store, all_sweeps, now, lang)
+        if v.changed("table", (lang, table)):
+            out[sweeps_table] = pd.DataFrame(table, columns=sweep_columns(lang))
         select_choices = [(f"{s.name} · {s.id}", s.id) for s in all_sweeps]
         if v.changed("select", (select_choices, v.sweep_id)):
             out[select] = gr.update(choices=select_choices, value=v.sweep_id)
         sweep = next((s for s in all_sweeps if s.id == v.sweep_id), None)
         trials = sweeps.list_trials(store, sweep.id) if sweep else []
         rows_now = sweeps.trial_rows(store, sweep, trials) if sweep else []
-        if v.changed("trials", (v.sweep_id, str(rows_now))):
-            out[trials_table] = trials_frame(store, sweep, trials)
-        if v.changed("plot", (v.sweep_id, [(t.number, t.status, t.value) for t in trials])):
-            out[history] = history_figure(sweep, trials)
+        if v.changed("trials", (lang, v.sweep_id, str(rows_now))):
+            out[trials_table] = trials_frame(store, sweep, trials, lang)
+        if v.changed("plot", (lang, v.sweep_id, [(t.number, t.status, t.value) for t in trials])):
+            out[history] = history_figure(sweep, trials, lang)
         done = tuple(t.number for t in trials if t.status == "completed")
-        stat = status_html(sweep, trials, importances(store, sweep, done) if sweep else None)
+        stat = status_html(sweep, trials, importances(store, sweep, done) if sweep else None, lang)
         if v.changed("status", stat):
             out[status] = stat
         best = sweeps.best_trial(sweep.spec, trials) if sweep else None
@@ -155,12 +157,16 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             out[best_yaml] = best_text
         return out
 
-    def on_select(sweep_id, v: SweepView):
-        return render(SweepView(sweep_id=sweep_id or None, shown={"table": v.shown.get("table")}))
+    def on_poll(v: SweepView, request: gr.Request = None):
+        return render(v, i18n.lang_of(request))
 
-    def on_table_select(evt: gr.SelectData, v: SweepView):
+    def on_select(sweep_id, v: SweepView, request: gr.Request = None):
+        return render(SweepView(sweep_id=sweep_id or None, shown={"table": v.shown.get("table")}),
+                      i18n.lang_of(request))
+
+    def on_table_select(evt: gr.SelectData, v: SweepView, request: gr.Request = None):
         row = evt.row_value or []
-        return on_select(row[-1], v) if row else gr.skip()
+        return on_select(row[-1], v, request) if row else gr.skip()
 
     def open_run(run_id: str | None) -> dict:
         """Select the run in the Runs tab and open that tab."""
@@ -243,34 +249,34 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             sweep = sweeps.start_sweep(store, spec)
         except ConfigError as e:
             lines = "\n".join(f"- {html.escape(line)}" for line in e.errors)
-            return render(v) | {message: f'<div class="wb-help-error">{i18n.text("sweeps.cannot_start", lang)}</div>'
-                                         f'\n\n{lines}'}
+            heading = i18n.text("sweeps.cannot_start", lang)
+            return render(v, lang) | {message: f'<div class="wb-help-error">{heading}</div>\n\n{lines}'}
         gr.Info(i18n.text("sweeps.started_info", lang, name=sweep.name, n=spec.n_trials))
-        return render(SweepView(sweep_id=sweep.id)) | {
+        return render(SweepView(sweep_id=sweep.id), lang) | {
             message: i18n.text("sweeps.started", lang, name=html.escape(sweep.name), id=sweep.id, n=spec.n_trials)}
 
     def on_stop(v: SweepView, request: gr.Request = None):
         lang = i18n.lang_of(request)
         if not v.sweep_id:
             gr.Info(i18n.text("sweeps.select_first", lang))
-            return render(v)
+            return render(v, lang)
         outcome = sweeps.stop_sweep(store, v.sweep_id)
         gr.Info(i18n.text("sweeps.stopping", lang) if outcome == "stopping"
                 else i18n.text("sweeps.outcome", lang, outcome=status_text(outcome, lang)))
-        return render(v)
+        return render(v, lang)
 
     def on_resume(v: SweepView, extra, request: gr.Request = None):
         lang = i18n.lang_of(request)
         if not v.sweep_id:
             gr.Info(i18n.text("sweeps.select_first", lang))
-            return render(v)
+            return render(v, lang)
         try:
             n = sweeps.get_sweep(store, v.sweep_id).spec.n_trials + int(extra or 0)
             sweeps.resume_sweep(store, v.sweep_id, n)
             gr.Info(i18n.text("sweeps.resumed", lang, n=n))
         except ConfigError as e:
             gr.Warning("; ".join(e.errors))
-        return render(v)
+        return render(v, lang)
 
     def on_train_best(v: SweepView, request: gr.Request = None):
         lang = i18n.lang_of(request)
@@ -308,7 +314,7 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
         best_to_form.click(on_best_to_form, view, [*train_form.outputs, *polls.outputs])
 
     # the poll only reads the store: the server's dispatcher thread marks sweeps whose driver died
-    polls.add("sweeps", render, view, outputs, show_progress="hidden")
+    polls.add("sweeps", on_poll, view, outputs, show_progress="hidden")
     select.input(on_select, [select, view], outputs, show_progress="hidden")
     sweeps_table.select(on_table_select, view, outputs, show_progress="hidden")
     trials_table.select(on_trial_select, None, [runs_select, *polls.outputs])

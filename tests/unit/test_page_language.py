@@ -103,3 +103,43 @@ def test_handlers_write_their_messages_in_the_language_the_session_chose(page):
                for lang, request in (("zh", chinese), ("en", english))}
     assert list(headers["zh"][0].columns)[:3] == ["名称", "模式", "状态"]  # the timer sends the table in zh
     assert list(headers["en"][0].columns)[:3] == ["name", "mode", "status"]
+
+
+def test_every_tab_writes_its_messages_in_the_session_language(page):
+    """One real handler per tab, called for a Chinese session and for an English one."""
+    from types import SimpleNamespace
+
+    from app.chat_tab import DEFAULT_SOURCES, ChatSession
+    from app.label_layout import LabelView
+    from app.sweep_render import SweepView
+
+    demo, _, gr = page
+    fns = {(f.fn.__module__, f.name): f for f in demo.fns.values() if f.fn}
+    chinese, english = SimpleNamespace(session_hash="zh-tabs"), SimpleNamespace(session_hash="en-tabs")
+    fns["app.main", "on_language"].fn("zh", chinese)
+
+    def by_id(out: dict) -> dict:
+        return {getattr(c, "elem_id", None): v for c, v in out.items()}
+
+    def both(call) -> tuple:
+        return call(chinese), call(english)
+
+    # Evaluate: Stop with no evaluation selected
+    zh, en = both(lambda r: next(iter(fns["app.eval_tab", "on_stop"].fn(None, r).values())))
+    assert (zh, en) == ("请先选择一个评估。", "Select an evaluation first.")
+    # Chat: Score before any answer
+    zh, en = both(lambda r: fns["app.chat_tab", "on_score"].fn(DEFAULT_SOURCES, "", ChatSession(), r))
+    assert zh.startswith("请先发送一个提示") and en.startswith("Send a prompt first")
+    # Reward playground: Generate from a dataset that does not exist (the dataset's error itself stays English)
+    generate = fns["app.playground_tab", "on_generate"]
+    values = {c: ("no-such-dataset" if c.elem_id == "playground-dataset" else c.value) for c in generate.inputs}
+    zh, en = both(lambda r: by_id(next(generate.fn(values, r)))["playground-status"])
+    assert zh.startswith("**无法生成：**") and en.startswith("**Cannot generate:**")
+    # Labeling: Undo with no session
+    zh, en = both(lambda r: by_id(fns["app.label_tab", "on_undo"].fn(LabelView(), None, r))["label-status"])
+    assert (zh, en) == ("请在上方开始一个标注会话，或选择一个加入。", "Start a labeling session above, or pick one to join.")
+    # Sweeps: the poll's status line and table headers
+    zh, en = both(lambda r: by_id(fns["app.sweeps_tab", "on_poll"].fn(SweepView(), r)))
+    assert "未选择超参搜索" in zh["sweep-status"] and "No sweep selected" in en["sweep-status"]
+    assert list(zh["sweeps-table"].columns)[:3] == ["名称", "状态", "试验"]
+    assert list(en["sweeps-table"].columns)[:3] == ["name", "status", "trials"]

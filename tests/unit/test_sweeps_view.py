@@ -69,3 +69,8 @@ def test_the_trials_table_marks_the_best_and_the_chart_tracks_the_best_so_far(tm
     status = status_html(sweep, trials, {"lora.r": 0.75})
     assert "4/8 trials · best loss <b>1</b> (trial #3)" in status  # completed, pruned and failed trials count
     assert "<code>lora.r</code> 75%" in status
+    zh = trials_frame(store, sweep, trials, "zh")  # headers and status words in Chinese, paths and metric as they are
+    assert list(zh.data.columns) == ["试验", "状态", "lora.r", "loss", "最佳", "运行"]
+    assert zh.data["状态"].tolist()[:2] == ["已完成", "已剪枝"] and "rgba(22, 163, 74, 0.16)" in zh.to_html()
+    assert "4/8 次试验 · 最佳 loss <b>1</b>（试验 #3）" in status_html(sweep, trials, None, "zh")
+    assert {t.name for t in history_figure(sweep, trials, "zh").data} == {"已完成", "已剪枝", "目前最佳"}
