@@ -133,20 +133,21 @@ def model_b_choices(e: evals.Evaluation | None) -> list[tuple[str, int]]:
     return [(label, i) for i, label in enumerate(labels) if i > 0]
 
 
-def run_evaluations_markdown(store: RunStore, run_id: str) -> str:
+def run_evaluations_markdown(store: RunStore, run_id: str, lang: str = i18n.DEFAULT) -> str:
     """The Runs tab's summary of a run's evaluations: each scorer's mean for the run and for the baseline, and its
     win / tie / loss against the baseline."""
     found = evals.evaluations_of(store, run_id)
     if not found:
         return ""
-    lines = ["**Evaluations** (Evaluate tab for the examples)", ""]
+    lines = [i18n.text("evals.run_heading", lang), ""]
     for e, summary, idx in found[:5]:
         me, base = summary.models[idx], summary.models[0]
-        scores = ", ".join(f"{c} {_fmt(me.cells[c].mean)}" + ("" if idx == 0 else f" (baseline {_fmt(base.cells[c].mean)})")
-                           for c in summary.columns)
-        vs = "" if idx == 0 or not summary.judge else \
-            f"; vs {base.label}: {me.wins} win / {me.ties} tie / {me.losses} loss"
-        lines.append(f"- `{e.id}` on {e.spec.dataset} ({me.answered} rows): {scores or 'no scorers'}{vs}")
+        scores = ", ".join(f"{c} {_fmt(me.cells[c].mean)}" + ("" if idx == 0 else i18n.text(
+            "evals.run_baseline", lang, score=_fmt(base.cells[c].mean))) for c in summary.columns)
+        vs = "" if idx == 0 or not summary.judge else i18n.text(
+            "evals.run_vs", lang, label=base.label, wins=me.wins, ties=me.ties, losses=me.losses)
+        lines.append(i18n.text("evals.run_line", lang, id=e.id, dataset=e.spec.dataset, rows=me.answered,
+                               scores=scores or i18n.text("evals.run_no_scorers", lang), vs=vs))
     return "\n".join(lines)
 
 

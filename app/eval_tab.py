@@ -37,21 +37,25 @@ class EvalTab:
     select: gr.Dropdown
 
 
-def model_options(store: RunStore) -> list[tuple[str, str]]:
+def model_options(store: RunStore, lang: str = i18n.DEFAULT) -> list[tuple[str, str]]:
     """The base, every model that writes answers, then each ended run's checkpoints (run:ID@STEP): how a run
     did part-way, e.g. before it overfitted."""
-    out = [("base (of the other models)", evals.BASE)] + generation_model_choices(store)
+    out = [(i18n.text("eval.base_choice", lang), evals.BASE)] + generation_model_choices(store)
     for run in store.list_runs():
         if run.active or not mode_spec(run.mode).writes_answers:
             continue
-        out += [(f"{run.name} · checkpoint at step {step} ({run.id})", f"{RUN_PREFIX}{run.id}@{step}")
-                for step, _ in jobs.checkpoints(store, run.id)]
+        out += [(i18n.text("eval.checkpoint_choice", lang, name=run.name, step=step, id=run.id),
+                 f"{RUN_PREFIX}{run.id}@{step}") for step, _ in jobs.checkpoints(store, run.id)]
     return out
 
 
-def heldout_choices(store: RunStore) -> list[tuple[str, str]]:
-    return [(f"held-out rows of {r.name} · {r.id}", f"heldout:{r.id}") for r in store.list_runs()
-            if r.config.eval.split > 0]
+def heldout_choices(store: RunStore, lang: str = i18n.DEFAULT) -> list[tuple[str, str]]:
+    return [(i18n.text("eval.heldout_choice", lang, name=r.name, id=r.id), f"heldout:{r.id}")
+            for r in store.list_runs() if r.config.eval.split > 0]
+
+
+def dataset_options(store: RunStore, lang: str = i18n.DEFAULT) -> list[tuple[str, str]]:
+    return heldout_choices(store, lang) + dataset_choices(store, labels=False)
 
 
 def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
@@ -60,10 +64,10 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     t(gr.Markdown(elem_classes=["wb-intro"]), "eval.intro", "value")
     with gr.Row(equal_height=False):
         with gr.Column(scale=2):
-            models = t(gr.Dropdown(choices=model_options(store), value=[], multiselect=True, allow_custom_value=True,
-                                   elem_id="eval-models"), "eval.models")
-            dataset = t(gr.Dropdown(choices=heldout_choices(store) + dataset_choices(store, labels=False),
-                                    value="demo-math", allow_custom_value=True, elem_id="eval-dataset"), "eval.dataset")
+            models = t(gr.Dropdown(value=[], multiselect=True, allow_custom_value=True, elem_id="eval-models"),
+                       "eval.models", choices=lambda lang: model_options(store, lang))
+            dataset = t(gr.Dropdown(value="demo-math", allow_custom_value=True, elem_id="eval-dataset"),
+                        "eval.dataset", choices=lambda lang: dataset_options(store, lang))
             with gr.Row():
                 prompt_column = t(gr.Textbox(elem_id="eval-prompt-column"), "eval.prompt_column",
                                   placeholder="eval.auto")
@@ -193,12 +197,11 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, select=select)
 
 
-def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None) -> dict:
+def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = i18n.DEFAULT) -> dict:
     """Updates that fill the form to evaluate `run_id` against its base."""
     if not run_id:
         return {}
     p = prefill(store, run_id)
-    return {tab.models: gr.update(choices=model_options(store), value=p["models"]),
-            tab.dataset: gr.update(choices=heldout_choices(store) + dataset_choices(store, labels=False),
-                                   value=p["dataset"]),
+    return {tab.models: gr.update(choices=model_options(store, lang), value=p["models"]),
+            tab.dataset: gr.update(choices=dataset_options(store, lang), value=p["dataset"]),
             tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"]}

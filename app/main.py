@@ -157,9 +157,9 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
 
         train.start_event.then(follow, train.started, [runs.select, *polls.outputs], show_progress="hidden")
 
-        def evaluate_run(run_id):
+        def evaluate_run(run_id, request: gr.Request = None):
             """Runs tab → Evaluate: the form filled to judge the run against its base, and the tab opened."""
-            return {**eval_tab.open_for_run(store, evaluate, run_id), **polls.open("evaluate")}
+            return {**eval_tab.open_for_run(store, evaluate, run_id, i18n.lang_of(request)), **polls.open("evaluate")}
 
         runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
                                                         evaluate.max_new_tokens, *polls.outputs], show_progress="hidden")

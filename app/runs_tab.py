@@ -256,8 +256,8 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         if v.changed("config", cfg):
             out[config] = cfg
         # a run's evaluations are re-read only when one ends
-        if v.changed("evaluations_seen", (run.id, run.active, evals.ended_stamp(store))):
-            text = "" if run.active else run_evaluations_markdown(store, run.id)
+        if v.changed("evaluations_seen", (run.id, run.active, evals.ended_stamp(store), lang)):
+            text = "" if run.active else run_evaluations_markdown(store, run.id, lang)
             if v.changed("evaluations", text):
                 out[evaluations] = gr.update(value=text, visible=bool(text))
         return out | render_charts(v, run, lang) | render_samples(v, run, lang) | render_manage(v, run, lang)

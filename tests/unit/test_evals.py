@@ -205,3 +205,5 @@ def test_a_run_shows_the_evaluations_it_took_part_in(tmp_path):
     finish_eval(store, e.id, "completed")
     text = run_evaluations_markdown(store, run.id)
     assert f"`{e.id}` on demo-math (2 rows): ok 1.000 (baseline 0.500); vs base: 1 win / 1 tie / 0 loss" in text
+    zh = run_evaluations_markdown(store, run.id, "zh")
+    assert f"`{e.id}` 在 demo-math 上（2 行）：ok 1.000（基线 0.500）；对比 base：1 胜 / 1 平 / 0 负" in zh
