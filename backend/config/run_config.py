@@ -182,7 +182,7 @@ class RunConfig(_Section):
         for spec, bare_is_run in [(self.model, False), *((s, True) for s in scorers)]:
             spec = spec.strip()
             if spec.startswith("run:") or (bare_is_run and spec and len(Path(spec).parts) == 1):
-                ids.add(spec.removeprefix("run:"))
+                ids.add(spec.removeprefix("run:").partition("@")[0])  # run:<id>@<step>: the run <id>
             elif "runs" in (parts := Path(spec).parts)[:-1]:
                 ids.add(parts[parts.index("runs") + 1])
         return ids

@@ -64,7 +64,8 @@ def template_problem(name: str, model_folder: Path | None) -> str | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    vocab = set((data.get("model") or {}).get("vocab") or ()) | {t.get("content") for t in data.get("added_tokens", ())}
+    pieces = (data.get("model") or {}).get("vocab") or ()  # BPE / WordPiece: {token: id}; Unigram: [[piece, score]]
+    vocab = {p[0] if isinstance(p, list) else p for p in pieces} | {t.get("content") for t in data.get("added_tokens", ())}
     if not (missing := [m for m in markers if m not in vocab]):
         return None
     return (f"{name} writes {', '.join(markers)}, and {', '.join(missing)} "

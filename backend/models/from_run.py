@@ -1,13 +1,15 @@
 """Training on from a finished run (`model: run:<id>[@<step>]`): an SFT warm-up before GRPO, DPO after SFT.
 
-The run's adapter is merged into its base once and kept in <workspace>/models/<id>[@<step>] (`ref.merged_run_folder`);
-every run on from it trains a new adapter on that folder, and loads with it later (`RunArtifact.base_model`)."""
+The run's adapter is merged into its base once and kept in <workspace>/models/<id>[@<step>]-<digest>; every run on
+from it trains a new adapter on that folder, whose path the adapter records and later loads use
+(`RunArtifact.base_model`)."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from backend.models.load import load_model
-from backend.models.ref import RUN_PREFIX, ModelRef, RunArtifact, merged_run_folder, run_part, saved_model
+from backend.models.ref import RUN_PREFIX, ModelRef, RunArtifact, run_part, saved_model
 from backend.models.specs import ModelError, Progress, build_once, is_complete, resolve_model
 from backend.runs.store import RunStore
 
@@ -37,7 +39,11 @@ def training_model(spec: str, workspace: Path, progress: Progress | None = None)
     weights = art.folder / "adapter_model.safetensors"
     source = (f"{spec} merged into {art.run.config.model}: adapter of {weights.stat().st_size} bytes, written at "
               f"{weights.stat().st_mtime_ns}")  # a run deleted and its id reused is merged again
-    target = merged_run_folder(spec, workspace)
+    # named by what was merged: a run resumed later (a new adapter) is merged anew beside, never over, the copy
+    # that earlier runs trained on (their adapters record its path)
+    run_id, step = run_part(spec)
+    digest = hashlib.sha1(source.encode()).hexdigest()[:8]
+    target = Path(workspace) / "models" / f"{run_id}{f'@{step}' if step is not None else ''}-{digest}"
     if progress and not is_complete(target, source):
         progress(0.0, f"Merging {spec}'s adapter into its base model (once; kept in {target})")
     return str(build_once(target, lambda out: merge_artifact(art, out, progress or (lambda f, m: None)), source,

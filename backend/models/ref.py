@@ -43,16 +43,12 @@ class RunArtifact:
 
     @property
     def base_model(self) -> str:
-        """The model the run trained on, as `resolve_model` takes it: a run it trained on from (`model:
-        run:<id>`) is that run's merged model folder."""
+        """The model the run trained on, as `resolve_model` takes it. Trained on from a run (`model:
+        run:<id>`): the folder its adapter recorded, that run's merged model (backend/models/from_run.py)."""
         model = self.run.config.model
-        if not (model.strip().startswith(RUN_PREFIX) and self.workspace is not None):
-            return model
-        merged = merged_run_folder(model, self.workspace)  # made by backend/models/from_run.py
-        if merged.is_dir():
-            return str(merged)
-        run_id, step = run_part(model)  # a fully fine-tuned run was trained on from its own folder
-        return str(self.workspace / "runs" / run_id / ("adapter" if step is None else f"checkpoints/checkpoint-{step}"))
+        if model.strip().startswith(RUN_PREFIX) and self.kind == "lora":
+            return _read_json(self.folder / "adapter_config.json").get("base_model_name_or_path") or model
+        return model
 
 
 def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArtifact:
@@ -92,12 +88,6 @@ def _saved_in(folder: Path, run: Run, task: Task, workspace: Path | None = None)
     if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
         return RunArtifact(run, folder, "full", task, workspace)
     return None
-
-
-def merged_run_folder(spec: str, workspace: Path) -> Path:
-    """Where the model of `run:<id>[@<step>]` merged into its base is kept for the runs that train on from it."""
-    run_id, step = run_part(spec)
-    return Path(workspace) / "models" / (run_id + (f"@{step}" if step is not None else ""))
 
 
 def _read_json(path: Path) -> dict:

@@ -27,7 +27,7 @@ from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_gr
                                 spawn_detached)
 from backend.modes.registry import mode_spec
 from backend.runs import gpus
-from backend.runs.store import RUN_PREFIX, Run, RunStore, other_dispatchers, slot_holders
+from backend.runs.store import RUN_PREFIX, Run, RunStore, StoreFull, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
     from backend.data import FormatInfo
@@ -65,16 +65,18 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
 
     errors = []
     try:
+        model, tokenizer_folder = config.model, local_folder(config.model)
         if config.model.strip().startswith(RUN_PREFIX):  # training on from a run: it must have saved a causal LM
-            check_run_model(config.model, workspace)
+            art = check_run_model(config.model, workspace)  # its base's modules, its own saved tokenizer
+            model, tokenizer_folder = (art.base_model if art.kind == "lora" else str(art.folder)), art.folder
         else:
             check_model(config.model)
     except ModelError as e:
         errors.append(f"model: {e}")
     else:
-        if config.finetuning == "lora" and (why := unknown_modules(config.model, config.lora.target_modules)):
+        if config.finetuning == "lora" and (why := unknown_modules(model, config.lora.target_modules)):
             errors.append(f"lora.target_modules: {why}")
-        if why := template_problem(config.data.chat_template, local_folder(config.model)):
+        if why := template_problem(config.data.chat_template, tokenizer_folder):
             errors.append(f"data.chat_template: {why}")
     try:
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
@@ -538,8 +540,11 @@ def _record_death(store: RunStore, run: Run, rc: int) -> None:
         full = disk_nearly_full(store.run_dir(run.id))  # the worker could not even record why: say it
         if full:
             why = disk_full_message(store, run.id, why)
-        store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""),
-                         exit_code=EXIT_REPEATS if full else None)
+        try:
+            store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""),
+                             exit_code=EXIT_REPEATS if full else None)
+        except StoreFull:  # not even the reserve was left: the run shows as interrupted once its beat is old
+            log.warning("run %s: its end could not be recorded, the store's disk is full", run.id)
 
 
 # The worker's exit code for a failure a resume would meet again: refused settings or data (a dataset file deleted
@@ -584,9 +589,9 @@ def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | No
 
 def _start_server(store: RunStore, run: Run, plan: gpus.LaunchPlan) -> gpus.ServerProcess:
     """The run's vLLM server (`trl vllm-serve`) on its own GPUs; the trainer waits for it to answer."""
-    from backend.models import resolve_model
+    from backend.models.from_run import training_model
 
-    command = plan.server_command(run.config, resolve_model(run.config.model))
+    command = plan.server_command(run.config, training_model(run.config.model, store.workspace))
     return gpus.ServerProcess(command, plan.server_env(), store.run_dir(run.id) / "vllm.log").start()
 
 

@@ -225,11 +225,8 @@ class RunStore:
         """Run `write`; when the disk is full, free the reserve and run it once more."""
         try:
             return write()
-        except StoreFull:
-            reserve = self.workspace / RESERVE_NAME
-            if not reserve.exists():
-                raise
-            reserve.unlink()
+        except StoreFull:  # another process may have freed the reserve just now: the retry may still fit
+            (self.workspace / RESERVE_NAME).unlink(missing_ok=True)
             return write()
 
     def _make_registered_tables(self) -> None:

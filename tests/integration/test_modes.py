@@ -148,11 +148,16 @@ def test_a_run_trains_on_from_another_runs_model_merged_once(finished, tiny_mode
     on = submit_run(store, tiny_config(f"run:{grpo.id}", "dpo", dataset="demo-preference"))
     run = wait_for(lambda: not (r := store.get_run(on.id)).active and r, timeout=120, what="the run on from grpo")
     assert run.status == "completed", run.error
-    merged = store.workspace / "models" / grpo.id
+    (merged,) = (store.workspace / "models").glob(f"{grpo.id}-*")  # named by the adapter it was merged from
     assert f"Ready: {merged}" in (store.run_dir(run.id) / "train.log").read_text()
     loaded = load_model(ModelRef.parse(f"run:{run.id}", store))
     assert Path(loaded.model.config._name_or_path) == merged  # its adapter sits on the merged model
     assert store.deletion_problems([grpo.id]) == []  # the merged copy is the workspace's, not the run's
+    with pytest.raises(ConfigError) as refused:  # the run's own saved tokenizer is what a template must fit
+        preflight(tiny_config(f"run:{grpo.id}", "sft", data={"chat_template": "llama-3"}), store.workspace)
+    assert [e.split(":")[0] for e in refused.value.errors] == ["data.chat_template"]
+    queued = build_config({"model": f"run:{grpo.id}@2"})
+    assert queued.referenced_runs() == {grpo.id}  # a checkpoint of the run keeps the run from deletion too
     _, rm = finished["rm"]
     with pytest.raises(ConfigError) as refused:
         preflight(tiny_config(f"run:{rm.id}", "sft"), store.workspace)

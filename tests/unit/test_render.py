@@ -101,3 +101,12 @@ def test_a_family_template_whose_special_tokens_the_model_lacks_is_refused_befor
                   tmp_path)
     assert any(e.startswith("data.chat_template: gemma writes <start_of_turn>, <end_of_turn>")
                for e in refused.value.errors), refused.value.errors
+
+
+def test_a_unigram_vocabulary_is_read_as_its_pieces(tmp_path):
+    from backend.data.templates import template_problem
+
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "Unigram", "vocab": [
+        ["<start_of_turn>", 0.0], ["▁hello", -1.5]]}, "added_tokens": [{"content": "<end_of_turn>"}]}))
+    assert template_problem("gemma", tmp_path) is None
+    assert "<|im_start|>, <|im_end|> are not tokens" in template_problem("chatml", tmp_path)
