@@ -92,6 +92,16 @@ def _tokenizer(path: str, chat_template: str):
     return load_tokenizer(path, chat_template=template_text(chat_template))
 
 
+def _tokenizer_folder(model: str, workspace) -> str:
+    """Where the tokenizer of the model a run trains on is: a run's own saved one for `run:<id>`."""
+    from backend.models import RUN_PREFIX, resolve_model
+    from backend.models.from_run import check_run_model
+
+    if model.strip().startswith(RUN_PREFIX):
+        return str(check_run_model(model, Path(workspace)).folder)
+    return resolve_model(model)
+
+
 @functools.cache
 def _builtin_trains(name: str, mode: str) -> bool:
     from backend.data import preview
@@ -232,13 +242,14 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
         from backend.data import DatasetError, prepare_dataset
         from backend.data.render import render_first
-        from backend.models import ModelError, resolve_model
+        from backend.models import ModelError
 
         lang = i18n.lang_of(request)
         try:
             options = data_options(data_values)
             ds, info = prepare_dataset(dataset, mode, workspace, options)
-            rendered = render_first(ds, info, mode, _tokenizer(resolve_model(model), options.chat_template))
+            rendered = render_first(ds, info, mode, _tokenizer(_tokenizer_folder(model, workspace),
+                                                               options.chat_template))
         except (ConfigError, DatasetError, ModelError) as e:
             return example_html([], error=str(e), lang=lang)
         except Exception as e:  # a template that fails on this data: say so rather than a traceback
