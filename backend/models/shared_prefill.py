@@ -8,6 +8,8 @@ same sampling calls, so the same completions up to float rounding.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 def generate_sharing_prompts(generate, model, input_ids, attention_mask=None, **kwargs):
     """`generate(input_ids=…, attention_mask=…, **kwargs)` (a model's generate), with the prompts that repeat
@@ -39,3 +41,51 @@ def generate_sharing_prompts(generate, model, input_ids, attention_mask=None, **
         return plain()
     cache.batch_select_indices(inverse.to(input_ids.device))
     return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
+
+
+@contextmanager
+def prompts_read_once(backbone, prompt_len: int):
+    """Inside, a forward of `backbone` (a decoder's transformer body, e.g. LlamaModel) over rows of a left-padded
+    prompt (`prompt_len` tokens) and a completion runs each distinct prompt once, with gradients, copies its
+    keys / values and hidden states to every row that asks it, and runs only the completions after that: the same
+    hidden states, hence the same log-probs and gradients, up to float rounding (the copies' gradients add up in
+    the one prompt). GRPO and RLOO score 8 completions of a prompt: their update then reads the prompt once, not 8
+    times. A call this does not apply to (no repeated prompt, inputs_embeds, another cache type) runs as it was."""
+    import torch
+
+    forward = backbone.forward
+
+    def shared(input_ids=None, attention_mask=None, **kwargs):
+        plain = lambda: forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)  # noqa: E731
+        p = prompt_len
+        if (input_ids is None or attention_mask is None or not 0 < p < input_ids.shape[1]
+                or any(kwargs.get(k) is not None for k in ("inputs_embeds", "cache", "past_key_values"))
+                or kwargs.get("output_router_logits") or kwargs.get("output_hidden_states")
+                or kwargs.get("output_attentions")):
+            return plain()
+        positions = kwargs.pop("position_ids", None)
+        key = [input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)]
+        if positions is not None:
+            key.append(positions.expand(len(input_ids), -1)[:, :p].to(input_ids.dtype))
+        rows, inverse = torch.unique(torch.cat(key, 1), dim=0, return_inverse=True)
+        if len(rows) == len(input_ids):
+            kwargs["position_ids"] = positions
+            return plain()
+        kwargs.pop("use_cache", None)
+        head = forward(input_ids=rows[:, :p], attention_mask=rows[:, p:2 * p].to(attention_mask.dtype),
+                       position_ids=None if positions is None else rows[:, 2 * p:], use_cache=True, **kwargs)
+        cache = getattr(head, "cache", None)
+        if type(cache).__name__ != "DynamicCache" or any(type(l).__name__ != "DynamicLayer" for l in cache.layers):
+            kwargs["position_ids"] = positions
+            return plain()  # a sliding window would drop keys the completion needs
+        cache.batch_select_indices(inverse)
+        tail = forward(input_ids=input_ids[:, p:], attention_mask=attention_mask, cache=cache, use_cache=False,
+                       position_ids=None if positions is None else positions[:, p:], **kwargs)
+        hidden = torch.cat([head.last_hidden_state[inverse], tail.last_hidden_state], 1)
+        return type(tail)(last_hidden_state=hidden)
+
+    backbone.forward = shared  # an instance attribute, then gone
+    try:
+        yield
+    finally:
+        del backbone.forward

@@ -3,7 +3,7 @@ prompt prefilled once (backend/models/shared_prefill.py), and, where rl.merged_g
 folded into the weights while generating (backend/models/merged.py)."""
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 
 from backend.config import RunConfig
@@ -65,21 +65,100 @@ def merged_if(trainer, model):
         yield
 
 
+def share_prompts_in_update(c: RunConfig) -> tuple[bool, str]:
+    """Whether the update may read each prompt once for all its completions (exact), and why not."""
+    if not c.rl.shared_prompts:
+        return False, "rl.shared_prompts is off"
+    if c.finetuning == "lora" and c.lora.dropout:
+        return False, f"LoRA dropout {c.lora.dropout:g} draws a mask per completion"
+    if c.gradient_checkpointing:
+        return False, "gradient checkpointing runs each layer again in the backward pass"
+    if c.use_liger_kernel:
+        return False, "Liger computes the loss its own way"
+    if c.world_size > 1 and c.distributed.strategy != "ddp":
+        return False, f"{c.distributed.strategy} wraps every layer"
+    return True, ""
+
+
+def _dropout_active(model) -> bool:
+    """Dropout draws a mask per row: a prompt shared by its completions would share one, which is not the same
+    update. (TRL trains with the model in training mode, so LoRA dropout applies.)"""
+    import torch
+
+    config = getattr(model, "config", None)
+    return model.training and (
+        any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+        or bool(getattr(config, "attention_dropout", 0.0)))
+
+
+def backbone_of(model):
+    """The decoder body under a (PEFT-wrapped) causal LM: the module its fused LM head calls."""
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    body = getattr(model, "base_model", None)
+    return body if body is not None and body is not model else None
+
+
+@contextmanager
+def labelled_positions_only():
+    """TRL's fused LM head (1.16) projects every position of the batch through the vocabulary on a device without
+    Triton, prompt included, and zeroes the unlabelled ones afterwards: fixed tile shapes for compilers such as
+    Neuron's. Nothing compiles on a CPU, and there the prompt's positions are most of that work (a 50-token prompt,
+    8-token completions: 6 of every 7 rows of a 49k-word product). Inside, it projects the labelled positions
+    only, as it does on CUDA: the same log-probs."""
+    import trl.trainer.utils as trl_utils
+
+    checks = trl_utils._use_triton
+    trl_utils._use_triton = lambda device: device.type == "cpu" or checks(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = checks
+
+
 class FastGeneration:
     """Mixed into TRL's GRPOTrainer / RLOOTrainer (1.16): their transformers generation
     (`_generate_single_turn`) prefills each prompt once and, with `merge_generation`, runs inside `merged_lora`;
-    the log-probs and the update run outside, on the untouched weights."""
+    the log-probs and the update run outside, on the untouched weights, each prompt read once for all its
+    completions where `share_in_update` (exact: `prompts_read_once`)."""
 
     merge_generation = False
+    share_prompts = True
+    share_in_update = False
 
     def _generate_single_turn(self, *args, **kwargs):
         model = self.accelerator.unwrap_model(self.model_wrapped)
-        with sharing_prompts(model), merged_if(self, model):
+        with (sharing_prompts(model) if self.share_prompts else nullcontext()), merged_if(self, model):
             return super()._generate_single_turn(*args, **kwargs)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args,
+                                           **kwargs):
+        call = partial(self._logps_of_labelled, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        if not self.share_in_update or any(v is not None for v in kwargs.values() if not isinstance(v, (int, bool))):
+            return call()  # images and the like ride along per row
+        unwrapped = self.accelerator.unwrap_model(model)
+        body = backbone_of(unwrapped)
+        if body is None or _dropout_active(unwrapped):
+            return call()
+        from backend.models.shared_prefill import prompts_read_once
+
+        if not getattr(self, "_share_said", False) and self.accelerator.is_main_process:
+            print("update: each prompt read once for all its completions", flush=True)
+            self._share_said = True
+        with prompts_read_once(body, input_ids.shape[1] - logits_to_keep):
+            return call()
+
+    def _logps_of_labelled(self, *args, **kwargs):
+        with labelled_positions_only():
+            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
 
 def fast_generation(trainer_cls: type, c: RunConfig, is_main: bool) -> type:
-    """`trainer_cls` generating with shared prompt prefills, and merged when the run's settings allow it (said in
-    the run log either way)."""
+    """`trainer_cls` generating with shared prompt prefills, and merged when the run's settings allow it, and
+    updating with each prompt read once where that is exact (said in the run log either way)."""
+    shared, why = share_prompts_in_update(c)
+    if not shared and is_main:
+        print(f"update: each completion reads its prompt again ({why})", flush=True)
     return type(trainer_cls.__name__, (FastGeneration, trainer_cls),
-                {"__module__": __name__, "__doc__": trainer_cls.__doc__, "merge_generation": said(c, is_main)})
+                {"__module__": __name__, "__doc__": trainer_cls.__doc__, "merge_generation": said(c, is_main),
+                 "share_prompts": c.rl.shared_prompts, "share_in_update": shared})

@@ -22,8 +22,8 @@ RUNS = {
     "rm": {"dataset": "demo-preference"},
     "dpo": {"dataset": "demo-preference", "dpo": {"beta": 0.2, "loss_type": "ipo"}},
     "kto": {"dataset": "demo-kto", "kto": {"desirable_weight": 1.5}},
-    "grpo": {"dataset": "demo-math", "reward_sources": SOURCES, "lora": {"dropout": 0.0}},  # generates merged
-    "rloo": {"dataset": "demo-math", "reward_sources": SOURCES, "rl": {"beta": 0.05}},
+    "grpo": {"dataset": "demo-math", "reward_sources": SOURCES},  # generates merged, reads each prompt once
+    "rloo": {"dataset": "demo-math", "reward_sources": SOURCES, "rl": {"beta": 0.05}, "lora": {"dropout": 0.05}},
 }
 # What each trainer logs that the others do not (TRL 1.16 names)
 KEYS = {
@@ -97,13 +97,15 @@ def test_rl_steps_log_their_time_split_into_generate_score_and_update(finished, 
     assert_each_step_is_split(store.metrics_since(run.id), list(range(1, STEPS + 1)))
 
 
-def test_an_rl_run_generates_with_its_adapter_merged_where_that_is_exact(finished):
+def test_an_rl_run_generates_merged_and_reads_each_prompt_once_where_that_is_exact(finished):
     store, run = finished["grpo"]
     log = (store.run_dir(run.id) / "train.log").read_text()
     assert "generation: the adapter merged into the weights (4 layers)" in log  # q_proj, v_proj of 2 layers
+    assert "update: each prompt read once for all its completions" in log
     store, run = finished["rloo"]
-    assert "generation: through the adapter (LoRA dropout 0.05 applies while generating" in \
-        (store.run_dir(run.id) / "train.log").read_text()
+    log = (store.run_dir(run.id) / "train.log").read_text()
+    assert "generation: through the adapter (LoRA dropout 0.05 applies while generating" in log
+    assert "update: each completion reads its prompt again (LoRA dropout 0.05 draws a mask" in log
 
 
 def test_a_finished_reward_model_run_loads_as_a_scorer(finished):

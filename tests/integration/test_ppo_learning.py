@@ -25,7 +25,7 @@ def toy_trainer(model, workspace, **settings):
     (workspace / "toy_reward.py").write_text(HALF_VOCAB)
     config = {"mode": "ppo", "model": str(model), "dataset": "demo-math", "max_steps": 20, "seed": 42,
               "learning_rate": 0.03, "lr_scheduler_type": "constant", "per_device_train_batch_size": 8,
-              "lora": {"r": 8, "target_modules": ["q_proj", "v_proj", "lm_head"]},
+              "lora": {"r": 8, "dropout": 0.05, "target_modules": ["q_proj", "v_proj", "lm_head"]},
               "rl": {"num_generations": 2, "max_completion_length": 6},
               "reward_sources": [{"type": "python", "name": "low_half", "params": {"file": "toy_reward.py"}}],
               "ppo": {"kl_coef": 0.003}}

@@ -72,7 +72,7 @@ def test_the_preset_trains_from_the_cli_logs_ppo_metrics_and_saves_policy_and_va
     assert (adapter / "adapter_model.safetensors").exists() and (adapter / "tokenizer_config.json").exists()
     assert (adapter / "value" / "value_head.safetensors").exists()
     assert json.loads((adapter / "value" / "value_model.json").read_text())["kind"] == "shared"
-    # PPO generates in eval mode, so its adapter folds in exactly even with the preset's LoRA dropout
+    # PPO generates in eval mode, so its adapter folds in exactly (with LoRA dropout too: test_fast_generation)
     assert "generation: the adapter merged into the weights" in (store.run_dir(run.id) / "train.log").read_text()
 
 
