@@ -96,7 +96,7 @@ ZH: dict[str, tuple[str, str]] = {
                                "dr_grpo：除以常数；bnpo：对本地批次平均；cispo / sapo：更柔和的裁剪。"),
     "rl.generation_backend": ("生成后端", "transformers：用训练中的模型生成（任何机器）；vllm：用 vLLM 生成（CUDA GPU，`pip install "
                                        "vllm`），长回答快得多；vLLM 尚未在工作台自己的测试中于硬件上运行过。"),
-    "rl.shared_prompts": ("每个提示只读一次", "生成时每个不同的提示只预填充一次，更新时也只为它的所有补全运行一次（对数概率和梯度相同，仅有浮点舍入差异；补全较短时更新计算量少 2-5 倍）。训练时有 dropout、梯度检查点、FSDP / DeepSpeed 或 Liger 时自动不用。关闭：TRL 自己的路径。"),
+    "rl.shared_prompts": ("每个提示只读一次", "生成时每个不同的提示只预填充一次，更新时也只为它的所有补全运行一次（对数概率和梯度相同，仅有浮点舍入差异；补全较短时更新计算量少 2-5 倍）。训练时有随机丢弃、梯度检查点、FSDP / DeepSpeed 或 Liger 时自动不用。关闭：TRL 自己的路径。"),
     "rl.merged_generation": ("合并适配器生成", "生成时把 LoRA 适配器并入权重：每个适配层只做一次矩阵乘法而不是三次，更新时仍在未改动的权重上训练"
                                          "适配器。auto：在结果精确时启用（LoRA 随机丢弃为 0、无 DoRA、无 4-bit 基座、无 FSDP / "
                                          "DeepSpeed）；on：有 LoRA 随机丢弃时也启用（生成时不做随机丢弃）；off：通过适配器生成。"),

@@ -91,9 +91,10 @@ def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a
     from tests.integration.test_ppo_runs import SOURCES, tiny
 
     store = RunStore(workspace)
-    settings = {"dataset": "demo-math", "reward_sources": SOURCES, "max_steps": 4}
+    settings = {"dataset": "demo-math", "reward_sources": SOURCES, "max_steps": 40}
     steady = submit_run(store, tiny(tiny_model, "grpo", **settings))
-    # checkpoints by wall time only (every 0.6 s)
+    # checkpoints by wall time only (every 0.6 s); 40 steps of ~0.1 s: with the update reading each prompt once, 4
+    # ended before a second checkpoint
     killed = submit_run(store, tiny(tiny_model, "grpo", save_steps=0, save_minutes=0.01, **settings))
     try:
         at = _kill_after_checkpoint(store, killed.id, 2)
@@ -106,7 +107,7 @@ def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a
         assert (resumed.attempt, resumed.step) == (2, at)
         done = wait_for(lambda: not (r := store.get_run(killed.id)).active and r, timeout=300, what="the resumed run")
         assert done.status == "completed", done.error
-        assert _steps_once(store, killed.id, 4)
+        assert _steps_once(store, killed.id, 40)
         assert _same_adapter(store, steady.id, killed.id)
     finally:
         _end(store, steady, killed)
