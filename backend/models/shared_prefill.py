@@ -43,6 +43,22 @@ def generate_sharing_prompts(generate, model, input_ids, attention_mask=None, **
     return generate(input_ids=input_ids, attention_mask=attention_mask, cache=cache, **kwargs)
 
 
+def decoder_and_head(model):
+    """(decoder trunk, output head) of a transformers model, under a PEFT wrapper if there is one.
+
+    Calling the trunk directly returns the last (normalised) hidden state: PPO computes logits for the response
+    positions only and reads its shared value head there; `prompts_read_once` patches the trunk's forward.
+    """
+    import torch
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    trunk = getattr(base, base.base_model_prefix)
+    for name in ("score", "classifier"):  # a sequence classifier's head
+        if isinstance(getattr(base, name, None), torch.nn.Module):
+            return trunk, getattr(base, name)
+    return trunk, base.get_output_embeddings()
+
+
 @contextmanager
 def prompts_read_once(backbone, prompt_len: int):
     """Inside, a forward of `backbone` (a decoder's transformer body, e.g. LlamaModel) over rows of a left-padded

@@ -91,14 +91,6 @@ def _dropout_active(model) -> bool:
         or bool(getattr(config, "attention_dropout", 0.0)))
 
 
-def backbone_of(model):
-    """The decoder body under a (PEFT-wrapped) causal LM: the module its fused LM head calls."""
-    if hasattr(model, "get_base_model"):
-        model = model.get_base_model()
-    body = getattr(model, "base_model", None)
-    return body if body is not None and body is not model else None
-
-
 @contextmanager
 def labelled_positions_only():
     """TRL's fused LM head (1.16) projects every position of the batch through the vocabulary on a device without
@@ -136,11 +128,12 @@ class FastGeneration:
         call = partial(self._logps_of_labelled, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
         if not self.share_in_update or any(v is not None for v in kwargs.values() if not isinstance(v, (int, bool))):
             return call()  # images and the like ride along per row
+        from backend.models.shared_prefill import decoder_and_head, prompts_read_once
+
         unwrapped = self.accelerator.unwrap_model(model)
-        body = backbone_of(unwrapped)
-        if body is None or _dropout_active(unwrapped):
+        if _dropout_active(unwrapped):
             return call()
-        from backend.models.shared_prefill import prompts_read_once
+        body = decoder_and_head(unwrapped)[0]
 
         if not getattr(self, "_share_said", False) and self.accelerator.is_main_process:
             print("update: each prompt read once for all its completions", flush=True)

@@ -16,19 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-
-def decoder_and_head(model):
-    """(decoder trunk, output head) of a transformers model, under a PEFT wrapper if there is one.
-
-    Calling the trunk directly returns the last (normalised) hidden state, so the policy computes logits
-    for the response positions only, and the shared value head reads the same hidden state.
-    """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    trunk = getattr(base, base.base_model_prefix)
-    for name in ("score", "classifier"):  # a sequence classifier's head
-        if isinstance(getattr(base, name, None), nn.Module):
-            return trunk, getattr(base, name)
-    return trunk, base.get_output_embeddings()
+from backend.models.shared_prefill import decoder_and_head
 
 
 def hidden_states(model, input_ids, attention_mask, position_ids) -> torch.Tensor:

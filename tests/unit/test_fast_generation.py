@@ -114,8 +114,7 @@ def _fused_peft(tiny_model, dropout=0.0):
 
 
 def test_the_update_reads_each_prompt_once_with_the_same_log_probs_entropies_and_gradients(tiny_model):
-    from backend.models.shared_prefill import prompts_read_once
-    from backend.modes.fast_generation import backbone_of
+    from backend.models.shared_prefill import decoder_and_head, prompts_read_once
 
     model = _fused_peft(tiny_model)
     torch.manual_seed(1)
@@ -129,7 +128,7 @@ def test_the_update_reads_each_prompt_once_with_the_same_log_probs_entropies_and
     mask[4, -3:] = 0
     labels = ids.masked_fill(mask == 0, -100)
     labels[:, :p] = -100
-    body = backbone_of(model)
+    body = decoder_and_head(model)[0]
     rows = []
     hook = body.embed_tokens.register_forward_hook(lambda m, args, out: rows.append(tuple(args[0].shape)))
 
@@ -153,12 +152,11 @@ def test_the_update_reads_each_prompt_once_with_the_same_log_probs_entropies_and
 
 
 def test_prompts_that_do_not_repeat_run_as_before(tiny_model):
-    from backend.models.shared_prefill import prompts_read_once
-    from backend.modes.fast_generation import backbone_of
+    from backend.models.shared_prefill import decoder_and_head, prompts_read_once
 
     model = _fused_peft(tiny_model)
     ids = torch.randint(5, 1000, (3, 8))
-    body, rows = backbone_of(model), []
+    body, rows = decoder_and_head(model)[0], []
     hook = body.embed_tokens.register_forward_hook(lambda m, args, out: rows.append(tuple(args[0].shape)))
     with torch.no_grad(), prompts_read_once(body, 5):
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids))
