@@ -183,7 +183,19 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
         opened.then(label_fn, **label_io, show_progress="hidden")  # its cards in the page's language
         open_fn, open_io = label.open
         pages["labeling"].select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
+        untracked_progress(demo)
     return demo
+
+
+def untracked_progress(demo: gr.Blocks) -> None:
+    """Events that show no progress track it on their first output only. Gradio's page keeps a loading status for
+    every output of every event it has run and, on each later event, looks each of them up in the whole component
+    tree (~830 here): the language's load event alone (~500 outputs) made every poll cost the browser ~0.5 s,
+    a whole core while a run is watched, and a run beside it on the same cores ran ~2-3x slower. One output, not
+    none: with none, a value set on a tab not yet shown never fires that component's change event."""
+    for fn in demo.fns.values():
+        if fn.show_progress == "hidden" and fn.show_progress_on is None:
+            fn.show_progress_on = fn.outputs[:1]
 
 
 def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):

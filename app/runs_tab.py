@@ -350,15 +350,15 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
     polls.add("runs", on_poll, view, outputs, show_progress="hidden")
     gr.on([note.blur, note.submit], on_note, [note, view], None, show_progress="hidden")
     delete.click(on_delete, view, outputs, show_progress="hidden")
-    confirm.click(on_confirm_delete, view, outputs)
+    confirm.click(on_confirm_delete, view, outputs, show_progress_on=progress)
     select.change(on_select, [select, view], outputs, show_progress="hidden")
     table.select(on_table_select, None, select)
     samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
-    stop.click(on_stop, view, outputs)
+    stop.click(on_stop, view, outputs, show_progress_on=progress)
     for i, box in enumerate(group_boxes):
         box.expand(on_group(i, True), view, outputs, show_progress="hidden")
         box.collapse(on_group(i, False), view, outputs, show_progress="hidden")
-    resume.click(on_resume, view, outputs)
+    resume.click(on_resume, view, outputs, show_progress_on=progress)
     return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate)
 
 

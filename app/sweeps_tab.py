@@ -311,7 +311,7 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
 
     if train_form is not None:
         from_train.click(on_from_train, set(train_form.inputs), base_yaml)
-        best_to_form.click(on_best_to_form, view, [*train_form.outputs, *polls.outputs])
+        best_to_form.click(on_best_to_form, view, [*train_form.outputs, *polls.outputs], show_progress_on=best_to_form)
 
     # the poll only reads the store: the server's dispatcher thread marks sweeps whose driver died
     polls.add("sweeps", on_poll, view, outputs, show_progress="hidden")

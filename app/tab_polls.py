@@ -6,8 +6,8 @@ page (bench/ui_idle_cpu.py). So each tab that polls gets its own gr.Timer, the T
 timers, and a tab that is opened runs its polls once at once, so it never shows a stale page for a tick.
 Opening a tab from a handler goes through `open`, which switches the timers too (Tab.select fires on clicks only).
 
-Even one backend event per tick costs the frontend ~270 ms of bookkeeping on this app, outputs or not. So a tick
-runs in the browser alone: it fetches the store's change stamp (`STAMP_PATH`, served by app/main.py) and moves a
+A backend event costs the frontend bookkeeping for every component any event has shown progress on (kept small
+by `app.main.untracked_progress`), so a tick runs in the browser alone: it fetches the store's change stamp (`STAMP_PATH`, served by app/main.py) and moves a
 counter in a hidden box when the stamp changed; the tab's polls run on that box's change, i.e. when a process
 wrote to the store (a live run's heartbeat does every 2 s), never while nothing happens.
 """

@@ -411,7 +411,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs, *sources.inputs],
                       outputs=[data_preview, data_format, c["dataset"], *sources.outputs])
     gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(data_inputs)], on_preview, **preview_io,
-          show_progress="minimal")
+          show_progress="minimal", show_progress_on=data_preview)
     # every setting counts for memory: the same edit events, over the whole form
     memory_io = dict(inputs=form_values, outputs=memory)
     gr.on([c["dataset"].change, c["mode"].change, c["model"].change, *forms.edit_events(form.inputs)], on_memory,
@@ -425,7 +425,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     show_cli.click(on_cli, form_values, [cli, message, memory])
     show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
-    load_btn.click(on_load, preset, [*form.outputs, message]).then(on_memory, **memory_io, show_progress="hidden")
+    load_btn.click(on_load, preset, [*form.outputs, message], show_progress_on=message).then(on_memory, **memory_io, show_progress="hidden")
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
                     preview=(on_preview, preview_io), memory=(on_memory, memory_io), sources=sources)

@@ -9,9 +9,10 @@ imports done, and forks the worker from it: backend/runs/warm.py). Median of N c
 Each click's run is stopped once its first point is plotted, and the next click waits until the run has ended
 and (warm) a warm process is waiting again: the figure is a user's Start on an idle workbench.
 
-Measured on this 2-core machine, 2026-12-04: cold 19.9 s (18.4-21.4), warm 6.8 s (6.6-9.6). Of the warm 6.8 s,
-the run is stored 0.3 s after the click and its first metric 4.9-5.4 s after it (2.2 s with no browser and
-server beside it on the two cores); the rest is the Runs tab's poll and Gradio's render.
+Measured on this 2-core machine, 2026-12-06: cold 14.2 s (12.0-15.9), warm 4.7 s (4.2-5.8); the warm run is
+stored 0.2-0.3 s after the click and its first metric 3.2-4.0 s after it, the rest is the Runs tab's poll and
+Gradio's render. Before the page tracked progress on few components (app.main.untracked_progress), the browser
+took a core while a run was watched and warm was 13.8 s (11.3-18.4).
 """
 from __future__ import annotations
 

@@ -71,3 +71,16 @@ def test_bind_keeps_the_parameters_gradio_fills_in():
     bound = bind(handler, "ui", "store")
     assert list(utils.get_type_hints(bound)) == ["request", "evt"]  # not hidden, as functools.partial would
     assert bound(1, "r", "e") == ("ui", "store", 1, "r", "e")
+
+
+def test_the_page_tracks_progress_on_few_components(tmp_path):
+    """Gradio's page looks up, on every event, each component any event has shown progress on, in the whole
+    component tree: events that show none track one output, and those that show some show it on a few components
+    (not on the whole settings form), or watching a live run costs the browser a core (app/main.py)."""
+    from app.main import build_app
+
+    deps = build_app(tmp_path).config["dependencies"]
+    hidden = [d for d in deps if d["show_progress"] == "hidden"]
+    assert len(hidden) > 100 and all(d["show_progress_on"] == d["outputs"][:1] for d in hidden)
+    tracked = {i for d in deps for i in (d["outputs"] if d["show_progress_on"] is None else d["show_progress_on"])}
+    assert len(tracked) < 120, f"{len(tracked)} components show an event's progress"
