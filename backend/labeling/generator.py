@@ -27,10 +27,10 @@ from pathlib import Path
 from backend import labeling
 from backend.core.procs import Heartbeat, is_dead, job_args, pid_alive, spawn_detached
 from backend.labeling import LabelError, LabelSession
-from backend.models.shared_prefill import generate_sharing_prompts
 from backend.runs.store import RunStore
 
 IDLE_EXIT_S = 120.0
+BATCH = 8  # items generated together: one batched pass costs far less than eight single ones
 
 
 def log_path(store: RunStore, session_id: str) -> Path:
@@ -55,7 +55,7 @@ def ensure_generator(store: RunStore, session_id: str, retry: bool = False) -> s
         return "done"
     if generator_alive(session):
         return "running"
-    if labeling.next_to_generate(store, session_id) is None:
+    if not labeling.next_to_generate(store, session_id):
         if session.status == "failed":
             labeling.update_session(store, session_id, status="generating", error=None)
         return "waiting"
@@ -130,22 +130,15 @@ def candidates(store: RunStore, session: LabelSession) -> list[Candidate]:
     return out
 
 
-def _encode(tokenizer, prompt):
-    """The prompt as the model expects it: the chat template when the tokenizer has one."""
-    if getattr(tokenizer, "chat_template", None):
-        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return tokenizer(text, return_tensors="pt", add_special_tokens=False)
-    return tokenizer(labeling.prompt_text(prompt), return_tensors="pt")
-
-
 class CandidateModels:
     """Each base model loaded once; adapters of the same base go on it as named PEFT adapters, and the base
-    side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights)."""
+    side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights). An
+    adapter's side generates with it folded into the weights (`merge`; bench/label_speed.py measures it)."""
 
-    def __init__(self, cands: list[Candidate], report=lambda message: None):
+    def __init__(self, cands: list[Candidate], report=lambda message: None, merge: bool = True):
         from backend.models import load_causal_lm, load_tokenizer, resolve_model
 
+        self.merge = merge
         self.loaded: dict[str, tuple] = {}
         self.adapter_names: dict[str, str] = {}
         bases = list(dict.fromkeys(c.base for c in cands))
@@ -167,46 +160,56 @@ class CandidateModels:
             model.eval()
             self.loaded[base] = (model, tokenizer)
 
-    def generate(self, cand: Candidate, prompt, *, seed: int, max_new_tokens: int, top_p: float,
-                 num: int = 1) -> list[str]:
-        import torch
+    def generate(self, cand: Candidate, prompts: list, *, seed: int, max_new_tokens: int, top_p: float,
+                 num: int = 1) -> list[list[str]]:
+        """`num` answers to each prompt (chat template when the tokenizer has one), all in one left-padded batch."""
+        from backend.evals.generate import generate_answers
+        from backend.evals.spec import Generation
+        from backend.models.load import LoadedModel
+        from backend.models.merged import merged_lora
 
         model, tokenizer = self.loaded[cand.base]
-        inputs = _encode(tokenizer, prompt)
         context = nullcontext()
         if cand.adapter:
             model.set_adapter(self.adapter_names[cand.adapter])
+            if self.merge:
+                context = merged_lora(model)  # one product per layer, not three; the base side's weights untouched
         elif hasattr(model, "disable_adapter"):
             context = model.disable_adapter()
-        sampling = (dict(do_sample=True, temperature=cand.temperature, top_p=top_p) if cand.temperature > 0
-                    else dict(do_sample=False))
-        torch.manual_seed(seed)
-        with torch.no_grad(), context:
-            out = generate_sharing_prompts(model.generate, model, **inputs, max_new_tokens=max_new_tokens,
-                                           num_return_sequences=num, pad_token_id=tokenizer.pad_token_id,
-                                           **sampling)
-        start = inputs["input_ids"].shape[1]
-        return [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in out]
+        sample = cand.temperature > 0
+        settings = Generation(do_sample=sample, temperature=cand.temperature if sample else 1.0, top_p=top_p,
+                              samples=num if sample else 1, max_new_tokens=max_new_tokens,
+                              batch_size=len(prompts), seed=seed)
+        answers: list[list[str]] = [[] for _ in prompts]
+        with context:
+            for idx, outs in generate_answers(LoadedModel(None, model, tokenizer, str(model.device)), prompts,
+                                              settings):
+                for i, out in zip(idx, outs):
+                    answers[i] = out if sample else out * num  # greedy: one answer is every answer
+        return answers
 
 
-def generate_item(models: CandidateModels, cands: list[Candidate], session: LabelSession,
-                  item: labeling.LabelItem) -> list[tuple[str, dict]]:
-    """[(answer, source)] for one item, in candidate order. Two samples of one model at one temperature
-    come from one batched call."""
+def generate_items(models: CandidateModels, cands: list[Candidate], session: LabelSession,
+                   items: list[labeling.LabelItem]) -> list[list[tuple[str, dict]]]:
+    """[(answer, source)] in candidate order for each item. A candidate answers every item in one batched call;
+    two samples of one model at one temperature come from the same call."""
     s = session.settings
-    seed = s.seed + item.idx * 7919
+    seed = s.seed + items[0].idx * 7919
+    prompts = [item.prompt for item in items]
     common = dict(max_new_tokens=s.max_new_tokens, top_p=s.top_p)
 
     def source(c: Candidate, seed_used: int) -> dict:
+        # the seed drew the whole batch: `batch` items from this one on were generated together
         return {"candidate": c.number, "model": c.spec, "base": c.base, "adapter": c.adapter,
-                "temperature": c.temperature, "top_p": s.top_p, "seed": seed_used,
+                "temperature": c.temperature, "top_p": s.top_p, "seed": seed_used, "batch": len(items),
                 "max_new_tokens": s.max_new_tokens, "label": c.label}
 
     if len(cands) == 2 and (cands[0].spec, cands[0].temperature) == (cands[1].spec, cands[1].temperature):
-        texts = models.generate(cands[0], item.prompt, seed=seed, num=2, **common)
-        return [(texts[0], source(cands[0], seed)), (texts[1], source(cands[1], seed))]
-    return [(models.generate(c, item.prompt, seed=seed + c.number, **common)[0], source(c, seed + c.number))
-            for c in cands]
+        texts = models.generate(cands[0], prompts, seed=seed, num=2, **common)
+        return [[(t[0], source(cands[0], seed)), (t[1], source(cands[1], seed))] for t in texts]
+    per_cand = [[(t[0], source(c, seed + c.number)) for t in models.generate(c, prompts, seed=seed + c.number,
+                                                                              **common)] for c in cands]
+    return [list(answers) for answers in zip(*per_cand)]
 
 
 # ---- the process ----
@@ -246,8 +249,9 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
         models = None
         idle_since = None
         while not replaced.is_set():
-            item = labeling.next_to_generate(store, session_id)
-            if item is None:
+            # the first item alone, so the labelers see it at once; then a batch (one pass answers them all)
+            items = labeling.next_to_generate(store, session_id, 1 if models is None else BATCH)
+            if not items:
                 if not labeling.has_ungenerated(store, session_id):
                     break
                 p = labeling.progress(store, session_id)
@@ -261,9 +265,9 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
             idle_since = None
             if models is None:
                 models = CandidateModels(cands, say)
-            answers = generate_item(models, cands, session, item)
-            swapped = session.mode == "pair" and labeling.swap_for(session_id, item.idx)
-            labeling.save_answers(store, item.id, answers, swapped)
+            for item, answers in zip(items, generate_items(models, cands, session, items)):
+                swapped = session.mode == "pair" and labeling.swap_for(session_id, item.idx)
+                labeling.save_answers(store, item.id, answers, swapped)
             p = labeling.progress(store, session_id)
             say(f"Generated {p.generated}/{p.total}")
         if not labeling.has_ungenerated(store, session_id):

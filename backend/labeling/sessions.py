@@ -238,17 +238,17 @@ def client_label_count(store: RunStore, session_id: str, client: str) -> int:
                           (session_id, client)).fetchone()[0]
 
 
-def next_to_generate(store: RunStore, session_id: str) -> LabelItem | None:
-    """The first item without answers, when the generator may run ahead that far (lookahead)."""
+def next_to_generate(store: RunStore, session_id: str, limit: int = 1) -> list[LabelItem]:
+    """The first items without answers, at most `limit`, as many as the generator may run ahead (lookahead)."""
     session = get_session(store, session_id)
+    if session.settings.lookahead:
+        limit = min(limit, session.settings.lookahead - progress(store, session_id).ready_ahead)
+    if limit <= 0:
+        return []
     with store.connect() as db:
-        row = db.execute("SELECT * FROM label_items WHERE session_id=? AND status='new' ORDER BY idx LIMIT 1",
-                         (session_id,)).fetchone()
-    if row is None:
-        return None
-    if session.settings.lookahead and progress(store, session_id).ready_ahead >= session.settings.lookahead:
-        return None
-    return item_from_row(row)
+        rows = db.execute("SELECT * FROM label_items WHERE session_id=? AND status='new' ORDER BY idx LIMIT ?",
+                          (session_id, limit)).fetchall()
+    return [item_from_row(r) for r in rows]
 
 
 def has_ungenerated(store: RunStore, session_id: str) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from backend.labeling import generator as G
 from backend import labeling as L
 from backend.config import build_config
+from backend.evals.generate import prompt_text_for
 from backend.runs.jobs import submit_run
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
@@ -105,18 +106,28 @@ def test_base_and_a_runs_adapter_answer_side_by_side(workspace, tiny_model):
     session = L.create_session(store, PROMPTS[:3], model_a=str(tiny_model), model_b=f"run:{run.id}",
                                settings=L.GenerationSettings(max_new_tokens=6, temperature_a=0, temperature_b=0))
     assert G.run_generator(store, session.id, idle_exit_s=0) == 0  # in this process: the same code path
+    from peft import PeftModel
+
     model, tokenizer = load_causal_lm(tiny_model), load_tokenizer(tiny_model)
+    tuned = PeftModel.from_pretrained(load_causal_lm(tiny_model), str(workspace / "adapter")).eval()
     differs = 0
-    for item in L.items(store, session.id):
+    items = L.items(store, session.id)
+    # the first item alone (the labelers see it at once), the rest in one left-padded batch
+    assert [i.source_a["batch"] for i in items] == [1, 2, 2]
+    for item in items:
         sources = {item.source_a["candidate"]: (item.answer_a, item.source_a),
                    2 if item.source_a["candidate"] == 1 else 1: (item.answer_b, item.source_b)}
         (base_answer, base_src), (tuned_answer, tuned_src) = sources[1], sources[2]
         assert base_src["adapter"] is None and tuned_src["adapter"] == str(workspace / "adapter")
         assert tuned_src["label"] == "tuned (adapter on tiny-test)" and base_src["label"] == "tiny-test"
-        inputs = G._encode(tokenizer, item.prompt)
+        text, templated = prompt_text_for(tokenizer, item.prompt, chat_template=True)
+        inputs = tokenizer(text, return_tensors="pt", add_special_tokens=not templated)
         ids = model.generate(**inputs, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
         plain = tokenizer.decode(ids[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
         assert base_answer == plain  # the base side runs with the adapter switched off
+        ids = tuned.generate(**inputs, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        # generated with the adapter folded into the weights: the same tokens as the unmerged adapter's
+        assert tuned_answer == tokenizer.decode(ids[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
         differs += tuned_answer != base_answer
     assert differs  # and the adapter side is the tuned model
 
