@@ -6,8 +6,8 @@ its own session like a run's supervisor), not a thread in the UI process, becaus
 - the UI process never holds model weights for labeling, so it stays responsive for every browser;
 - the UI and the CLI re-attach the same way: the store has the generator's pid and heartbeat, and
   `ensure_generator` starts one whenever a session has prompts without answers and no live generator.
-  What was generated is committed item by item, so a generator that died (crash, reboot) is simply started
-  again and carries on with the items still marked 'new'.
+  What was generated is committed item by item (a batch's items as soon as the batch ends), so a generator that
+  died (crash, reboot) is simply started again and carries on with the items still marked 'new'.
 There is one generator per session: a start is claimed in an IMMEDIATE transaction, and a generator that
 finds another live one for its session exits. It stays at most `lookahead` items ahead of the labelers (0:
 it generates every item) and exits after IDLE_EXIT_S with nothing to do; the UI's poll starts it again once
