@@ -251,6 +251,12 @@ class RLSettings(_Section):
     def _strip(cls, v):
         return v.strip() if isinstance(v, str) else v
 
+    @field_validator("merged_generation", mode="before")
+    @classmethod
+    def _on_off(cls, v):
+        # YAML (a preset, or `--set rl.merged_generation=off`) reads a bare on / off as a boolean
+        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
+
     @property
     def starts_server(self) -> bool:
         """A run that starts (and stops) its own vLLM server."""

@@ -194,7 +194,7 @@ def generate_items(models: CandidateModels, cands: list[Candidate], session: Lab
     """[(answer, source)] in candidate order for each item. A candidate answers every item in one batched call;
     two samples of one model at one temperature come from the same call."""
     s = session.settings
-    seed = s.seed + items[0].idx * 7919
+    seed = (s.seed + items[0].idx * 7919) % (2**31 - 2)  # room for + candidate number, within a seed's range
     prompts = [item.prompt for item in items]
     common = dict(max_new_tokens=s.max_new_tokens, top_p=s.top_p)
 

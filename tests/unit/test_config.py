@@ -56,6 +56,9 @@ def test_set_overrides_follow_the_schema_types():
     c = build_config(data)
     assert (c.lora.r, c.max_steps, c.learning_rate, c.gradient_checkpointing, c.name) == (16, 20, 1e-4, True, "007")
     assert c.lora.target_modules == ["q_proj", "k_proj"]
+    # YAML reads a bare on / off as a boolean: a setting whose choices are the words takes either
+    assert build_config(apply_overrides({}, ["rl.merged_generation=off"])).rl.merged_generation == "off"
+    assert build_config({"rl": {"merged_generation": True}}).rl.merged_generation == "on"
 
 
 def test_bad_set_items_are_explained():
