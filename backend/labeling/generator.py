@@ -265,6 +265,8 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
             idle_since = None
             if models is None:
                 models = CandidateModels(cands, say)
+            if len(items) > 1:
+                say(f"Generating items {items[0].idx + 1}-{items[-1].idx + 1} together")
             for item, answers in zip(items, generate_items(models, cands, session, items)):
                 swapped = session.mode == "pair" and labeling.swap_for(session_id, item.idx)
                 labeling.save_answers(store, item.id, answers, swapped)
