@@ -3,7 +3,7 @@ help, range and group, once. A mode-specific section's `check` refuses combinati
 run that TRL would refuse only after the model has loaded."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,14 @@ def _meta(group: str = "basic", **extra: Any) -> dict:
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _on_off(cls, v, info):
+        # YAML (a preset, or `--set rl.merged_generation=off`) reads a bare on / off as a boolean
+        if isinstance(v, bool) and {"on", "off"} <= set(get_args(cls.model_fields[info.field_name].annotation)):
+            return "on" if v else "off"
+        return v
 
     def check(self, run: RunConfig) -> None:
         """Combinations with the rest of the run TRL would refuse only after the model has loaded; called for
@@ -250,12 +258,6 @@ class RLSettings(_Section):
     @classmethod
     def _strip(cls, v):
         return v.strip() if isinstance(v, str) else v
-
-    @field_validator("merged_generation", mode="before")
-    @classmethod
-    def _on_off(cls, v):
-        # YAML (a preset, or `--set rl.merged_generation=off`) reads a bare on / off as a boolean
-        return {True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else v
 
     @property
     def starts_server(self) -> bool:

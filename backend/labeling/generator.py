@@ -199,7 +199,7 @@ def generate_items(models: CandidateModels, cands: list[Candidate], session: Lab
     common = dict(max_new_tokens=s.max_new_tokens, top_p=s.top_p)
 
     def source(c: Candidate, seed_used: int) -> dict:
-        # the seed drew the whole batch: `batch` items from this one on were generated together
+        # one seed drew the whole batch: `batch` is how many items were generated together
         return {"candidate": c.number, "model": c.spec, "base": c.base, "adapter": c.adapter,
                 "temperature": c.temperature, "top_p": s.top_p, "seed": seed_used, "batch": len(items),
                 "max_new_tokens": s.max_new_tokens, "label": c.label}
@@ -266,7 +266,7 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
             if models is None:
                 models = CandidateModels(cands, say)
             if len(items) > 1:
-                say(f"Generating items {items[0].idx + 1}-{items[-1].idx + 1} together")
+                say(f"Generating {len(items)} items together")
             for item, answers in zip(items, generate_items(models, cands, session, items)):
                 swapped = session.mode == "pair" and labeling.swap_for(session_id, item.idx)
                 labeling.save_answers(store, item.id, answers, swapped)
