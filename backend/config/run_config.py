@@ -119,6 +119,12 @@ class RunConfig(_Section):
                              description="When the worker dies (killed, crashed; not a stop, nor refused settings "
                                          "or data) and a checkpoint exists, resume the run from it automatically, "
                                          "up to N times; 0: off.", json_schema_extra=_meta("advanced"))
+    stall_action: Literal["warn", "stop", "restart"] = Field(
+        "warn", title="When the worker stalls",
+        description="A worker that makes no progress (no step for 10× its own step time, at least 2 minutes, or a "
+                    "frozen process: no heartbeat of its own for 30 s) is marked stalled. warn: only mark it; stop: "
+                    "end the run (failed, saying why); restart: end the worker and resume from the last checkpoint.",
+        json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "

@@ -198,6 +198,14 @@ class RLSettings(_Section):
     top_p: float = Field(1.0, gt=0, le=1, title="Top-p",
                          description="Sample from the smallest set of tokens whose probability adds up to this; "
                                      "1 keeps all.", json_schema_extra=_meta("advanced", aliases=("top_p",)))
+    probe: Literal["stop", "warn", "off"] = Field(
+        "stop", title="Reward probe",
+        description="Before the first step, sample one group of completions for a few prompts with these settings "
+                    "and score them with the reward sources: the log and the Runs tab say what would keep the run "
+                    "from learning (answers cut at the length limit, a source scoring all the same, groups without "
+                    "reward spread). stop: a run whose every group has zero reward spread stops at once; warn: "
+                    "it only warns; off: no probe.",
+        json_schema_extra=_meta("advanced"))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",

@@ -15,6 +15,12 @@ _PROMPT_ONLY: tuple[Format, ...] = (("prompt_only", ("prompt",)),)
 _RL_METRICS = ("reward", "reward_std", "kl", "entropy", "completions/mean_length", "frac_reward_zero_std")
 # The charts a run's page leads with (fnmatch patterns, in order); the rest fold into groups by prefix.
 _FIT_CHARTS = ("loss", "eval_loss")
+# The run doctor's checks (backend/doctor/checks.py) each mode runs on its metrics
+_COMMON_CHECKS = ("loss_nan", "grad_explosion", "warmup")
+_FIT_CHECKS = (*_COMMON_CHECKS, "loss_spike", "overfitting")
+_RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "reward_hacking", "kl_runaway", "entropy_collapse",
+              "constraint_unmet", "slowdown")
+_GROUP_CHECKS = ("zero_variance", *_RL_CHECKS)
 _RL_CHARTS = ("reward", "rewards/*/mean", "eval_reward", "eval_rewards/*/mean", "cost/*/mean", "lambda/*",
               "constraint/violation_rate")
 
@@ -40,6 +46,7 @@ class ModeSpec:
     # memory: the trainer computes log-probs in tiles without the (batch, length, vocab) logits (TRL 1.16)
     fused_logits: bool = False
     reference_model: bool = False  # full fine-tuning keeps a frozen copy (LoRA: the adapter switched off)
+    checks: tuple[str, ...] = _FIT_CHECKS  # what the run doctor reads its metrics for (backend/doctor/checks.py)
 
     @property
     def writes_answers(self) -> bool:
@@ -82,13 +89,16 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
              sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True, reference_model=True,
+             checks=_RL_CHECKS,
              charts=(*_RL_CHARTS, "objective/kl", "completions/mean_length", "policy/entropy", "loss/value")),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True, fused_logits=True, reference_model=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
+             vllm=True, fused_logits=True, reference_model=True, checks=_GROUP_CHECKS,
+             charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True, reference_model=True, charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
+             vllm=True, reference_model=True, checks=_GROUP_CHECKS,
+             charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
 )}
 
 ALL_MODES = tuple(MODES)

@@ -284,8 +284,9 @@ def resume_run(store: RunStore, run_id: str, wait_s: float = 10.0) -> Run:
     # the last attempt's supervisor may still be ending it, or a worker outlived its supervisor: never two
     def alive() -> list[str]:  # a pid with a fresh heartbeat: an old pid reused by another process is not it
         r = store.get_run(run_id)
-        return [f"its {what}, pid {pid}," for what, pid in (("supervisor", r.pid), ("worker", r.worker_pid))
-                if pid and not is_dead(pid, r.heartbeat_at, r.finished_at)]
+        return [f"its {what}, pid {pid}," for what, pid, beat in (("supervisor", r.pid, r.heartbeat_at),
+                                                                 ("worker", r.worker_pid, r.worker_beat_at))
+                if pid and not is_dead(pid, beat, r.finished_at)]
 
     deadline = time.time() + wait_s
     while alive() and time.time() < deadline:
@@ -460,7 +461,8 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
     store = RunStore(workspace)
     store.update_run(run_id, pid=os.getpid(), heartbeat_at=time.time())
     run = store.get_run(run_id)
-    beat = Heartbeat(lambda: store.heartbeat(run_id)).start()
+    watch = StallWatch(store, run_id)
+    beat = Heartbeat(watch.beat).start()
     rc, server, resumed = 1, None, 0
     try:
         plan = gpus.plan_launch(run.config, run.gpu_ids)
@@ -497,11 +499,14 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                     proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                                             env=dict(os.environ, **plan.train_env()))
+                watch.proc = proc
                 rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
                     run_id, "failed", error=server.death_message()))
+                watch.proc = None
                 _record_death(store, run, rc)
                 step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
-                                             server_alive=server is None or server.exit_code() is None)
+                                             server_alive=server is None or server.exit_code() is None,
+                                             limit=watch.restart_limit(run.config))
                 if why:
                     say(why)
                 if step is None:
@@ -517,6 +522,48 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
         _record_death(store, run, rc)
         dispatch(store)
     return rc
+
+
+class StallWatch:
+    """The supervisor's beat: its heartbeat, and the stall rule (backend/runs/stall.py) applied to its worker.
+    A stalled worker is marked (runs.stalled) and, by stall_action, left alone, ended (the run fails saying
+    why) or ended to be resumed from its last checkpoint."""
+
+    RESTARTS = 3  # stall_action restart: resumes at most this many (or auto_resume's, when more)
+
+    def __init__(self, store: RunStore, run_id: str):
+        self.store, self.run_id = store, run_id
+        self.proc: subprocess.Popen | None = None  # the worker's launcher (or forked worker) while it runs
+        self.restarting = False
+
+    def restart_limit(self, config: RunConfig) -> int | None:
+        if not self.restarting:
+            return None
+        self.restarting = False
+        return max(config.auto_resume, self.RESTARTS)
+
+    def beat(self) -> None:
+        from backend.runs.stall import stall_reason
+
+        self.store.heartbeat(self.run_id)
+        run = self.store.get_run(self.run_id)
+        why = stall_reason(run, time.time()) or ""
+        if why == run.stalled or (not why and not run.stalled):
+            return
+        if bool(why) == bool(run.stalled):  # still stalled: the figures grew, the mark stays as first written
+            return
+        self.store.update_run(self.run_id, stalled=why)
+        print(f"stalled: {why}; stall_action: {run.config.stall_action}" if why else
+              "the worker progresses again: no longer stalled", flush=True)
+        if not why or run.config.stall_action == "warn" or self.proc is None:
+            return
+        action = run.config.stall_action
+        self.restarting = action == "restart"
+        self.store.finish_run(self.run_id, "failed", error=f"stalled: {why}; " + (
+            "the worker was ended to resume from its last checkpoint (stall_action: restart)" if self.restarting
+            else "the worker was ended (stall_action: stop)"), exit_code=None if self.restarting else EXIT_REPEATS)
+        workers = processes_of("backend.runs.worker", run.id, str(self.store.workspace))
+        kill_groups([p for p in {self.proc.pid, run.worker_pid, *workers} if p and p != os.getpid()], wait_s=5)
 
 
 def _fork_refusal(config: RunConfig, plan: gpus.LaunchPlan, say: Callable[[str], None]) -> str | None:
@@ -569,11 +616,12 @@ def resuming_itself(run: Run) -> bool:
 
 
 def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | None,
-                     server_alive: bool = True) -> tuple[int | None, str]:
+                     server_alive: bool = True, limit: int | None = None) -> tuple[int | None, str]:
     """Whether the supervisor resumes a run whose attempt has just ended (auto_resume): (the checkpoint step to
     resume from, or None; the run log line saying so, or ""). Only a failure is resumed: never a stop, nor a
-    worker that exited with EXIT_REPEATS (refused settings or data, a full disk: it would fail the same way)."""
-    limit = ended.config.auto_resume
+    worker that exited with EXIT_REPEATS (refused settings or data, a full disk: it would fail the same way).
+    `limit`: resumes allowed in all (default auto_resume; a stalled worker restarted counts against its own)."""
+    limit = ended.config.auto_resume if limit is None else limit
     if not limit or ended.status != "failed" or ended.stop_requested:
         return None, ""
     if ended.exit_code == EXIT_REPEATS:

@@ -80,7 +80,15 @@ CREATE TABLE IF NOT EXISTS runs (
     gpus TEXT NOT NULL DEFAULT '',      -- the GPUs the run holds (held while running), comma-separated
     waiting TEXT NOT NULL DEFAULT '',   -- why a queued run has not started (GPUs busy)
     step_at REAL,                       -- when `step` was last completed (the pace leaves out a step under way)
-    exit_code INTEGER                   -- the worker's, when it recorded its own failure (2: a resume repeats it)
+    exit_code INTEGER,                  -- the worker's, when it recorded its own failure (2: a resume repeats it)
+    worker_beat_at REAL,                -- the worker's own heartbeat (the supervisor's is heartbeat_at)
+    stalled TEXT NOT NULL DEFAULT '',   -- why the supervisor judges the worker stalled now ('' while it progresses)
+    diagnoses TEXT NOT NULL DEFAULT '', -- the run doctor's latest findings (JSON list, backend/doctor)
+    verdict TEXT NOT NULL DEFAULT ''    -- what an ended run's training amounted to ('no_signal': it learned nothing)
+);
+CREATE TABLE IF NOT EXISTS run_outcomes (  -- runs ended per status, ever: kept when runs are deleted (Prometheus)
+    status TEXT PRIMARY KEY,
+    count INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -163,6 +171,10 @@ class Run:
     waiting: str = ""
     step_at: float | None = None
     exit_code: int | None = None
+    worker_beat_at: float | None = None
+    stalled: str = ""
+    diagnoses: str = ""
+    verdict: str = ""
     extra: dict = field(default_factory=dict)
 
     @property
@@ -322,7 +334,8 @@ class RunStore:
         d["note"] = d.get("note") or ""
         d["attempt"] = d.get("attempt") or 1
         d["resumed_step"] = d.get("resumed_step") or 0
-        d["gpus"], d["waiting"] = d.get("gpus") or "", d.get("waiting") or ""
+        for text in ("gpus", "waiting", "stalled", "diagnoses", "verdict"):
+            d[text] = d.get(text) or ""
         return Run(**d)
 
     def get_run(self, run_id: str) -> Run:
@@ -357,8 +370,14 @@ class RunStore:
             sql += " AND status IN ('queued','running')"
 
         def write() -> bool:
-            with self._connect() as db:
-                return db.execute(sql, (status, time.time(), error, exit_code, run_id)).rowcount > 0
+            with self.transaction() as db:
+                before = db.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
+                if not db.execute(sql, (status, time.time(), error, exit_code, run_id)).rowcount:
+                    return False
+                if before is not None and before[0] in ACTIVE:  # an ended run corrected: counted once
+                    db.execute("INSERT INTO run_outcomes (status, count) VALUES (?, 1) "
+                               "ON CONFLICT(status) DO UPDATE SET count=count+1", (status,))
+                return True
 
         return self.with_reserve(write)
 
@@ -379,7 +398,8 @@ class RunStore:
             slot = "status='running'" if in_place else "status='queued', started_at=NULL, pid=NULL, gpus=''"
             db.execute(f"UPDATE runs SET {slot}, heartbeat_at=?, attempt=attempt+1, step=?, resumed_step=?, "
                        "error=NULL, finished_at=NULL, train_started_at=NULL, worker_pid=NULL, exit_code=NULL, "
-                       "stop_requested=0, adapter_path=NULL, waiting='', step_at=NULL WHERE id=?",
+                       "stop_requested=0, adapter_path=NULL, waiting='', step_at=NULL, worker_beat_at=NULL, "
+                       "stalled='', diagnoses='', verdict='' WHERE id=?",
                        (time.time() if in_place else None, from_step, from_step, run_id))
         return self.get_run(run_id)
 
@@ -459,6 +479,14 @@ class RunStore:
     def heartbeat(self, run_id: str) -> None:
         self.update_run(run_id, heartbeat_at=time.time())
 
+    def worker_heartbeat(self, run_id: str) -> None:
+        self.update_run(run_id, worker_beat_at=time.time())
+
+    def outcome_counts(self) -> dict[str, int]:
+        """Runs that ever ended, per status (deleting runs does not lower these)."""
+        with self._connect() as db:
+            return dict(db.execute("SELECT status, count FROM run_outcomes").fetchall())
+
     def request_stop(self, run_id: str) -> None:
         self.update_run(run_id, stop_requested=1)
 
@@ -516,7 +544,9 @@ def _migrate(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
     added = {"note": "TEXT NOT NULL DEFAULT ''", "attempt": "INTEGER NOT NULL DEFAULT 1",
              "resumed_step": "INTEGER NOT NULL DEFAULT 0", "gpus": "TEXT NOT NULL DEFAULT ''",
-             "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL", "exit_code": "INTEGER"}
+             "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL", "exit_code": "INTEGER",
+             "worker_beat_at": "REAL", "stalled": "TEXT NOT NULL DEFAULT ''", "diagnoses": "TEXT NOT NULL DEFAULT ''",
+             "verdict": "TEXT NOT NULL DEFAULT ''"}
     for name, kind in added.items():
         if name in columns:
             continue

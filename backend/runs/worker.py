@@ -32,7 +32,8 @@ def run(run_id: str, workspace: str) -> int:
         store.update_run(run_id, worker_pid=os.getpid())
         # SIGTERM asks for the same clean stop as the Stop button.
         signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
-    beat = Heartbeat(lambda: store.heartbeat(run_id)) if node_main else nullcontext()
+    # the worker's own beat, apart from its supervisor's: a frozen worker goes stale under a live supervisor
+    beat = Heartbeat(lambda: store.worker_heartbeat(run_id)) if node_main else nullcontext()
     with beat:  # until the outcome is stored: a finished worker must not look alive
         return _train(store, run_id, is_main, node_main)
 
@@ -68,6 +69,51 @@ def _refused(e: BaseException) -> bool:
     from backend.models import ModelError
 
     return isinstance(e, (ConfigError, DatasetError, ModelError))
+
+
+def _exit_repeats() -> int:
+    from backend.runs.jobs import EXIT_REPEATS
+
+    return EXIT_REPEATS
+
+
+def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
+    """The reward probe of an RL run's first attempt (rl.probe), on the model the trainer holds. Returns why the
+    run stops before its first step (every probe group without reward spread, rl.probe: stop), else None; every
+    rank gets the same answer."""
+    from backend.doctor.live import log_lines
+    from backend.modes.registry import mode_spec
+    from backend.modes.training import _broadcast_flag
+
+    config = ctx.config
+    if not mode_spec(config.mode).online_rl or config.rl.probe == "off":
+        return None
+    why = None
+    if is_main:
+        from backend.doctor import describe, to_json
+        from backend.doctor.probe import run_probe
+
+        try:
+            report = run_probe(getattr(trainer, "policy", None) or trainer.model, trainer.processing_class, config,
+                               ctx.dataset, ctx.store.workspace)
+        except Exception as e:  # noqa: BLE001 - the probe is advice: a failure of its own never stops the run
+            traceback.print_exc()
+            print(f"reward probe: skipped ({type(e).__name__}: {e})", flush=True)
+        else:
+            print(report.summary(), flush=True)
+            for line in log_lines(report.diagnoses):
+                print(line.replace("doctor:", "reward probe:", 1), flush=True)
+            if doctor is not None:
+                doctor.pin(report.diagnoses)
+            ctx.store.update_run(ctx.run_id, diagnoses=to_json(report.diagnoses))
+            if report.no_signal and config.rl.probe == "stop":
+                first = next(d for d in report.diagnoses if d.no_signal)
+                what, action = describe(first.check, first.params)
+                others = [describe(d.check, d.params) for d in report.diagnoses if d is not first]
+                why = f"reward probe: {what}; {action}" + "".join(f"; {w} ({a})" for w, a in others)
+    if not _broadcast_flag(why is not None):
+        return None
+    return why or "stopped by the reward probe of the main process (its log says why)"
 
 
 def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
@@ -120,9 +166,22 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
 
         add_generation_eval(trainer, ctx)  # RL runs, and sft / dpo / kto with eval.generate
         trainer.remove_callback(PrinterCallback)  # StoreCallback prints each log line with its step
+        doctor = None
+        if is_main:
+            from backend.doctor.live import DoctorCallback
+
+            doctor = DoctorCallback(store, run_id, config)
+            trainer.add_callback(doctor)
         from backend.runs.jobs import resume_checkpoint
 
-        if checkpoint := resume_checkpoint(store, record):
+        checkpoint = resume_checkpoint(store, record)
+        if checkpoint is None and (why := _probe(trainer, ctx, is_main, doctor)):
+            if node_main:
+                store.finish_run(run_id, "failed", error=why, exit_code=_exit_repeats())
+                store.update_run(run_id, verdict="no_signal")
+            print(f"run {run_id} stopped before its first step: {why}", flush=True)
+            return _exit_repeats()
+        if checkpoint:
             print(f"attempt {record.attempt}: resuming from {checkpoint}", flush=True)
             _resume(trainer, checkpoint, config.max_steps)
         else:
@@ -132,6 +191,9 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         if is_main:
             trainer.processing_class.save_pretrained(str(ctx.adapter_dir))
             store.update_run(run_id, adapter_path=str(ctx.adapter_dir))
+        if doctor is not None:
+            if doctor.finish() and not callback.stopped:
+                print("doctor: the run completed without a learning signal (see the diagnoses above)", flush=True)
         if node_main:
             status = "stopped" if callback.stopped else "completed"
             store.finish_run(run_id, status)

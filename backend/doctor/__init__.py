@@ -1,0 +1,76 @@
+"""The run doctor: reads a run's metrics and says what keeps it from learning, with the evidence and the fix.
+
+It runs live in the worker (`live.DoctorCallback`: the run's `diagnoses` column, a banner in the Runs tab), at
+the end (a completed run that learned nothing gets the verdict `no_signal`), and on demand
+(`launch.py doctor RUN_ID`). Before a run, `probe.py` generates and scores one group for a few prompts.
+Thresholds: checks.THRESHOLDS (docs/doctor.md).
+"""
+from __future__ import annotations
+
+import json
+
+from backend.doctor.checks import CHECKS, THRESHOLDS, Diagnosis, Series
+from backend.doctor.texts import NO_SIGNAL, SEVERITY, STALLED, describe
+from backend.modes.registry import mode_spec
+
+__all__ = ["CHECKS", "THRESHOLDS", "Diagnosis", "Series", "describe", "diagnose", "diagnose_run", "series_of",
+           "stored_diagnoses", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
+           "status_words"]
+
+NO_SIGNAL_VERDICT = "no_signal"
+_ORDER = {"error": 0, "warning": 1}
+
+
+def diagnose(series: Series, config, ended: bool = False) -> list[Diagnosis]:
+    """Every diagnosis the run's mode checks for, the most serious first. `ended`: the run is over, so checks
+    of the whole run (flat reward, gradients never moved) may speak."""
+    found = []
+    for name in mode_spec(config.mode).checks:
+        try:
+            if (d := CHECKS[name](series, config, ended)) is not None:
+                found.append(d)
+        except (ValueError, TypeError, ZeroDivisionError, AttributeError):  # odd metrics never fail a run
+            continue
+    return sorted(found, key=lambda d: _ORDER.get(d.severity, 2))
+
+
+def series_of(store, run_id: str) -> Series:
+    series: Series = {}
+    for row in store.metrics_since(run_id, 0):
+        series.setdefault(row["name"], []).append((row["step"], row["value"]))
+    return series
+
+
+def diagnose_run(store, run) -> list[Diagnosis]:
+    """Diagnoses of a stored run from all its metrics; a stalled worker's first."""
+    found = diagnose(series_of(store, run.id), run.config, ended=not run.active)
+    if run.stalled and run.status == "running":
+        found.insert(0, Diagnosis("stalled", "error", {"why": run.stalled}, {}))
+    return found
+
+
+def to_json(diagnoses: list[Diagnosis]) -> str:
+    return json.dumps([d.to_dict() for d in diagnoses], allow_nan=False, default=str)
+
+
+def stored_diagnoses(run) -> list[Diagnosis]:
+    """What the worker last stored for a run (the live diagnoses; the final ones once it ended)."""
+    try:
+        return [Diagnosis.from_dict(d) for d in json.loads(run.diagnoses or "[]")]
+    except (ValueError, TypeError):
+        return []
+
+
+def verdict_of(diagnoses: list[Diagnosis]) -> str:
+    return NO_SIGNAL_VERDICT if any(d.no_signal for d in diagnoses) else ""
+
+
+def status_words(run, lang: str = "en", status_text=None) -> str:
+    """A run's status as the lists show it: "completed — no learning signal", "running — stalled"."""
+    word = status_text(run.status, lang) if status_text else run.status
+    lang = lang if lang in NO_SIGNAL else "en"
+    if run.status == "completed" and run.verdict == NO_SIGNAL_VERDICT:
+        return f"{word} — {NO_SIGNAL[lang]}"
+    if run.status == "running" and run.stalled:
+        return f"{word} — {STALLED[lang]}"
+    return word

@@ -1,0 +1,38 @@
+"""When a run's worker counts as stalled: one rule, judged by its supervisor (which lives beside it) on every beat.
+
+Progress, not a heartbeat thread, is what counts: a worker stuck in a reward function still beats from its
+heartbeat thread, so no step for STALL_STEPS × its own measured step time (at least STALL_FLOOR_S) stalls it; a
+frozen process (SIGSTOP, swapped out) stops even its heartbeat, which is seen after WORKER_STALE_S.
+"""
+from __future__ import annotations
+
+STALL_STEPS = 10  # steps' worth of time without a step
+STALL_FLOOR_S = 120.0  # ... and never less than this (evaluation and checkpoints take time between steps)
+FIRST_STEP_FLOOR_S = 300.0  # the first step also warms up (compiles, allocates, the first generation)
+WORKER_STALE_S = 30.0  # the worker's own heartbeat older than this: the process is not running
+
+
+def step_seconds(run) -> float | None:
+    """Seconds per completed step of this attempt, up to its last step."""
+    done = run.step - run.resumed_step
+    if not run.train_started_at or not run.step_at or done <= 0:
+        return None
+    return max(0.0, run.step_at - run.train_started_at) / done
+
+
+def stall_reason(run, now: float) -> str | None:
+    """Why a running run's worker is stalled now, with the numbers; None while it progresses."""
+    if run.status != "running" or not run.worker_pid:
+        return None
+    if run.worker_beat_at and now - run.worker_beat_at > WORKER_STALE_S:
+        return (f"no heartbeat from the worker (pid {run.worker_pid}) for {now - run.worker_beat_at:.0f} s: the "
+                "process is frozen (stopped, or starved of memory)")
+    if not run.train_started_at:
+        return None  # loading: its heartbeat alone says it lives
+    per = step_seconds(run)
+    bound = max(STALL_FLOOR_S, STALL_STEPS * per) if per is not None else FIRST_STEP_FLOOR_S
+    since = now - (run.step_at or run.train_started_at)
+    if since <= bound:
+        return None
+    pace = f"its steps take {per:.1f} s" if per is not None else "no step has finished yet"
+    return f"no training step for {since:.0f} s after step {run.step} ({pace}; the bound is {bound:.0f} s)"
