@@ -5,9 +5,11 @@
   python launch.py train [CONFIG.yaml] [--set key=value ...] [--detach]
   python launch.py runs [--status STATUS] [--json]
   python launch.py show RUN_ID [--json]
+  python launch.py logs RUN_ID [-f] [--lines N]
   python launch.py note RUN_ID "text"
   python launch.py delete RUN_ID [RUN_ID ...] [--yes]
   python launch.py compare RUN_ID RUN_ID [...] [--json]
+  python launch.py doctor RUN_ID [--json] [--lang zh]
   python launch.py stop RUN_ID [--force]
   python launch.py labels list [--json]
   python launch.py labels export SESSION_ID --format dpo|kto|sft --out FILE.jsonl|FILE.parquet
@@ -27,11 +29,11 @@ import sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from cli import evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
+from cli import doctor, evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
 from cli.common import workspace_option  # noqa: E402
 
 # Each module adds its subcommands; this order is the order of `launch.py --help`.
-COMMANDS = (serve, train, settings, runs, evaluate, export, labels, sweep)
+COMMANDS = (serve, train, settings, runs, doctor, evaluate, export, labels, sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:

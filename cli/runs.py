@@ -42,6 +42,8 @@ def add_parsers(sub, common) -> None:
     st.add_argument("--force", action="store_true", help="kill at once, without saving")
     st.set_defaults(func=cmd_stop)
 
+    add_logs_parser(sub, common)
+
 
 def cmd_runs(args) -> int:
     from backend.runs.jobs import dispatch
@@ -53,19 +55,22 @@ def cmd_runs(args) -> int:
         print_json([{"id": r.id, "name": r.name, "mode": r.mode, "status": r.status, "step": r.step,
                      "total_steps": r.total_steps, "created_at": r.created_at, "started_at": r.started_at,
                      "finished_at": r.finished_at, "adapter": r.adapter_path, "note": r.note,
-                     "attempt": r.attempt} for r in runs])
+                     "attempt": r.attempt, "verdict": r.verdict, "stalled": r.stalled} for r in runs])
         return 0
     if not runs:
         print(f"no {'/'.join(args.status)} runs" if args.status else "no runs yet")
         return 0
+    from backend.doctor import status_words
+
     print_table("{:22} {:24} {:5} {:10} {:>10}  {}", ("id", "name", "mode", "status", "progress", "started"),
-                [(r.id, r.name[:24], r.mode, r.status, f"{r.step}/{r.total_steps}" if r.total_steps else "-",
+                [(r.id, r.name[:24], r.mode, status_words(r), f"{r.step}/{r.total_steps}" if r.total_steps else "-",
                   fmt_time(r.started_at)) for r in runs])
     return 0
 
 
 def cmd_show(args) -> int:
     from backend.config import to_yaml
+    from backend.doctor import status_words
     from backend.runs.jobs import dispatch, log_tail
 
     store = open_store(args)
@@ -80,7 +85,9 @@ def cmd_show(args) -> int:
                     "metrics": [{"step": m["step"], "name": m["name"], "value": m["value"]} for m in rows],
                     "last_metrics": store.last_metrics(run.id), "log_tail": log_tail(store, run.id)})
         return 0
-    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {run.status}"
+    from backend.doctor import report_lines, stored_diagnoses
+
+    print(f"run {run.id} ({run.name})\n  mode: {run.mode}\n  status: {status_words(run)}"
           + (f" (attempt {run.attempt})" if run.attempt > 1 else ""))
     print(f"  progress: {run.step}/{run.total_steps or '?'}\n  started: {fmt_time(run.started_at)}"
           f"\n  finished: {fmt_time(run.finished_at)}\n  adapter: {run.adapter_path or '-'}")
@@ -88,6 +95,11 @@ def cmd_show(args) -> int:
         print(f"  note: {run.note}")
     if run.error:
         print(f"  error: {run.error}")
+    if run.stalled and run.status == "running":
+        print(f"  stalled: {run.stalled}")
+    if found := stored_diagnoses(run):
+        print("  diagnoses (`launch.py doctor " + run.id + "` for evidence and fixes):")
+        print("\n".join(f"    {line}" for line in report_lines(found)))
     last = store.last_metrics(run.id)
     if last:
         print("  last metrics:")
@@ -196,3 +208,36 @@ def cmd_stop(args) -> int:
     print(f"run {args.run_id}: {outcome}")
     return 0
 
+
+def add_logs_parser(sub, common) -> None:
+    lg = sub.add_parser("logs", parents=[common],
+                        help="print a run's log (train.log), repeated library warnings shown once with their count")
+    lg.add_argument("run_id")
+    lg.add_argument("-f", "--follow", action="store_true",
+                    help="keep printing new lines until the run has ended (Ctrl-C stops following)")
+    lg.add_argument("--lines", "-n", type=int, metavar="N", help="only the last N lines")
+    lg.set_defaults(func=cmd_logs)
+
+
+def cmd_logs(args) -> int:
+    from backend.runs.jobs import log_path
+    from backend.runs.logs import follow_log, read_log
+
+    store = open_store(args)
+    if args.lines is not None and args.lines < 1:
+        return bad_input(f"--lines {args.lines}: give a number of lines, 1 or more")
+    try:
+        if not args.follow:
+            text = read_log(store, args.run_id, args.lines)
+            if text:
+                print(text)
+            elif not log_path(store, args.run_id).exists():
+                print(f"run {args.run_id} has no log yet ({log_path(store, args.run_id)})", file=sys.stderr)
+            return 0
+        for line in follow_log(store, args.run_id, args.lines):
+            print(line, flush=True)
+    except KeyError as e:
+        return bad_input(e.args[0])
+    except KeyboardInterrupt:
+        pass
+    return 0

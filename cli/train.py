@@ -23,8 +23,9 @@ def add_parsers(sub, common) -> None:
                     help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
     tr.add_argument("--detach", action="store_true", help="start the run and return at once")
     tr.add_argument("--dry-run", action="store_true",
-                    help="check everything a start checks, print the settings and the memory estimate, and start "
-                         "nothing (exit 0, or 2 naming each problem)")
+                    help="check everything a start checks, print the settings and the memory estimate (RL modes: "
+                         "also run the reward probe), and start nothing (exit 0; 2 naming each problem; 3 when the "
+                         "probe finds no learning signal and the run would stop itself)")
     tr.add_argument("--resume", metavar="RUN_ID",
                     help="resume this failed, stopped or interrupted run from its last checkpoint instead "
                          "(like `launch.py resume RUN_ID`)")
@@ -76,7 +77,31 @@ def dry_run(config, dataset, workspace) -> int:
     print("\n".join(f"  {line}" for line in to_yaml(config, only_changed=True).splitlines()))
     print(f"dataset: {dataset.summary()}")
     print("\n".join(memory_lines(config, workspace)), flush=True)
-    return 0
+    return probe_before_start(config, workspace)
+
+
+def probe_before_start(config, workspace) -> int:
+    """The reward probe of an RL run's dry run (rl.probe): generate one group for a few prompts, score it, and say
+    what would keep the run from learning. Exit 0: nothing that stops it; 3 (as a stopped run): the run would stop
+    itself at once."""
+    from backend.doctor import fix_text, report_lines
+    from backend.doctor.probe import check_rewards
+    from backend.modes.registry import mode_spec
+
+    if not mode_spec(config.mode).online_rl or config.rl.probe == "off":
+        return 0
+    print("reward probe: loading the model and sampling (rl.probe: off skips this)...", flush=True)
+    try:
+        report = check_rewards(config, workspace)
+    except Exception as e:  # noqa: BLE001 - advice only: the settings passed every check
+        print(f"reward probe: could not run ({type(e).__name__}: {e})", file=sys.stderr)
+        return 0
+    print(report.summary())
+    for d, line in zip(report.diagnoses, report_lines(report.diagnoses)):
+        print(f"  {line}" + (f"  [--set {fix_text(d.fix).replace(' ', ' --set ')}]" if d.fix else ""))
+    if not report.diagnoses:
+        print("  the rewards vary within groups: the run has a learning signal")
+    return EXIT_STOPPED if report.no_signal and config.rl.probe == "stop" else 0
 
 
 class _Signalled(KeyboardInterrupt):
@@ -107,6 +132,7 @@ def follow_run(store, run_id) -> int:
     bar = None
     announced_queue = False
     attempt = store.get_run(run_id).attempt
+    told = _DiagnosisPrinter()
     try:
         while True:
             dispatch(store)
@@ -119,6 +145,7 @@ def follow_run(store, run_id) -> int:
                 announced_queue = True
             if run.total_steps and bar is None:
                 bar = tqdm(total=run.total_steps, unit="step", desc=run.name, dynamic_ncols=True)
+            told.say(run, tqdm.write)
             if bar is not None:
                 bar.update(max(0, run.step - bar.n))
                 loss = store.last_metrics(run_id).get("loss")
@@ -143,7 +170,10 @@ def follow_run(store, run_id) -> int:
             except OSError:
                 pass
     run = store.get_run(run_id)
-    _say(f"run {run.id}: {run.status}")
+    told.say(run, _say)
+    from backend.doctor import status_words
+
+    _say(f"run {run.id}: {status_words(run)}")
     if run.adapter_path:
         _say(f"adapter: {run.adapter_path}")
     if run.status == "failed":
@@ -152,6 +182,25 @@ def follow_run(store, run_id) -> int:
             _say("--- last log lines ---\n" + log_tail(store, run_id), file=sys.stderr)
         return EXIT_FAILED
     return 0 if run.status == "completed" else EXIT_STOPPED
+
+
+class _DiagnosisPrinter:
+    """Prints each new diagnosis of the run doctor (and a stall) once while a run is followed."""
+
+    def __init__(self):
+        self.said: set[tuple[str, str]] = set()
+
+    def say(self, run, write) -> None:
+        from backend.doctor import report_lines, stored_diagnoses
+
+        found = stored_diagnoses(run)
+        if run.stalled and run.status == "running" and ("stalled", run.stalled) not in self.said:
+            self.said.add(("stalled", run.stalled))
+            write(f"stalled: {run.stalled} (stall_action: {run.config.stall_action})")
+        for d, line in zip(found, report_lines(found)):
+            if (d.check, d.severity) not in self.said:
+                self.said.add((d.check, d.severity))
+                write(f"doctor: {line} (`launch.py doctor {run.id}`)")
 
 
 def cmd_resume(args) -> int:

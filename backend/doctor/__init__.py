@@ -15,22 +15,29 @@ from backend.modes.registry import mode_spec
 
 __all__ = ["CHECKS", "THRESHOLDS", "Diagnosis", "Series", "describe", "diagnose", "diagnose_run", "series_of",
            "stored_diagnoses", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
-           "status_words"]
+           "status_words", "fix_text", "report_lines"]
 
 NO_SIGNAL_VERDICT = "no_signal"
 _ORDER = {"error": 0, "warning": 1}
 
 
-def diagnose(series: Series, config, ended: bool = False) -> list[Diagnosis]:
+# a diagnosis that only follows from another one is left out beside it
+_CONSEQUENCES = {"grad_zero": ("zero_variance",)}
+
+
+def diagnose(series: Series, config, ended: bool = False, hints: dict | None = None) -> list[Diagnosis]:
     """Every diagnosis the run's mode checks for, the most serious first. `ended`: the run is over, so checks
-    of the whole run (flat reward, gradients never moved) may speak."""
+    of the whole run (flat reward, gradients never moved) may speak. `hints`: what the reward probe measured
+    (reference_max: the longest reference answer's tokens)."""
     found = []
     for name in mode_spec(config.mode).checks:
         try:
-            if (d := CHECKS[name](series, config, ended)) is not None:
+            if (d := CHECKS[name](series, config, ended, hints or {})) is not None:
                 found.append(d)
         except (ValueError, TypeError, ZeroDivisionError, AttributeError):  # odd metrics never fail a run
             continue
+    names = {d.check for d in found}
+    found = [d for d in found if not names & set(_CONSEQUENCES.get(d.check, ()))]
     return sorted(found, key=lambda d: _ORDER.get(d.severity, 2))
 
 
@@ -42,7 +49,10 @@ def series_of(store, run_id: str) -> Series:
 
 
 def diagnose_run(store, run) -> list[Diagnosis]:
-    """Diagnoses of a stored run from all its metrics; a stalled worker's first."""
+    """Diagnoses of a stored run: an ended run's final ones as its worker stored them (it knew what the probe
+    measured), else read from all its metrics now; a stalled worker's first."""
+    if not run.active and (stored := stored_diagnoses(run)):
+        return stored
     found = diagnose(series_of(store, run.id), run.config, ended=not run.active)
     if run.stalled and run.status == "running":
         found.insert(0, Diagnosis("stalled", "error", {"why": run.stalled}, {}))
@@ -74,3 +84,18 @@ def status_words(run, lang: str = "en", status_text=None) -> str:
     if run.status == "running" and run.stalled:
         return f"{word} — {STALLED[lang]}"
     return word
+
+
+def fix_text(fix: dict) -> str:
+    """`--set` arguments that apply a diagnosis' fix: `rl.max_completion_length=192 learning_rate=5e-05`."""
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in fix.items())
+
+
+def report_lines(diagnoses: list[Diagnosis], lang: str = "en") -> list[str]:
+    """One line per diagnosis (severity, what, what to do), for the CLI and the run log."""
+    out = []
+    for d in diagnoses:
+        what, action = describe(d.check, d.params, lang)
+        out.append(f"[{SEVERITY.get(lang, SEVERITY['en']).get(d.severity, d.severity)}] {what}"
+                   + (f" -> {action}" if action else ""))
+    return out

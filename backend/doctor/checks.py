@@ -24,6 +24,7 @@ THRESHOLDS = {
     "kl_runaway": 1.0,          # KL (nats per token) above this, and still rising
     "entropy_collapse": 0.1,    # entropy fallen below this share of its first third
     "loss_spike": 10.0,         # a loss above this many times the median of the steps before it
+    "loss_rises": 2.0,          # the training loss's last third this many times its first third: diverging
     "grad_explosion": 50.0,     # a gradient norm above this many times the first third's median
     "overfit_rise": 0.1,        # eval loss this share above its best while the train loss still falls
     "slowdown": 3.0,            # recent steps this many times slower than the first ones
@@ -97,9 +98,9 @@ def more_generations(config) -> dict:
     return fix
 
 
-# ---- the checks: (series, config, ended) -> Diagnosis | None ----
+# ---- the checks: (series, config, ended, hints) -> Diagnosis | None; hints: what the reward probe measured ----
 
-def truncation(series: Series, config, ended: bool) -> Diagnosis | None:
+def truncation(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "completions/clipped_ratio"))
     if len(points) < _T["min_points"] and not (ended and points):
         return None
@@ -108,13 +109,13 @@ def truncation(series: Series, config, ended: bool) -> Diagnosis | None:
     if share < _T["clipped_warn"]:
         return None
     current = config.rl.max_completion_length
+    suggested = longer_completions(current, hints.get("reference_max"))
     return Diagnosis("truncation", "error" if share >= 0.9 else "warning",
-                     {"share": share, "current": current, "suggested": longer_completions(current)},
-                     _evidence("completions/clipped_ratio", points),
-                     {"rl.max_completion_length": longer_completions(current)})
+                     {"share": share, "current": current, "suggested": suggested},
+                     _evidence("completions/clipped_ratio", points), {"rl.max_completion_length": suggested})
 
 
-def zero_variance(series: Series, config, ended: bool) -> Diagnosis | None:
+def zero_variance(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     name, points = _first(series, "frac_reward_zero_std")
     points = _finite(points)
     if len(points) < _T["min_points"] and not (ended and points):
@@ -126,7 +127,8 @@ def zero_variance(series: Series, config, ended: bool) -> Diagnosis | None:
     every = min(values) >= _T["zero_std_none"]
     clipped = _finite(_values(series, "completions/clipped_ratio"))
     cut = bool(clipped) and statistics.fmean(v for _, v in clipped) >= _T["clipped_warn"]
-    fix = {"rl.max_completion_length": longer_completions(config.rl.max_completion_length)} if cut \
+    fix = {"rl.max_completion_length": longer_completions(config.rl.max_completion_length,
+                                                          hints.get("reference_max"))} if cut \
         else more_generations(config)
     return Diagnosis("zero_variance", "error" if every else "warning",
                      {"share": recent, "num_generations": config.rl.num_generations, "truncated": cut,
@@ -140,7 +142,7 @@ def _reward_points(series: Series) -> tuple[str, list[tuple[int, float]]]:
     return name, _finite(points)
 
 
-def reward_trend(series: Series, config, ended: bool) -> Diagnosis | None:
+def reward_trend(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     """Reward flat or falling over the run (not when groups have no spread: zero_variance says why)."""
     name, points = _reward_points(series)
     if len(points) < _T["trend_points"]:
@@ -154,8 +156,9 @@ def reward_trend(series: Series, config, ended: bool) -> Diagnosis | None:
     scale = max(abs(first), abs(last), spread)
     if last < first - _T["falling_reward"] * spread and first - last > 1e-3:
         lr = config.learning_rate
-        return Diagnosis("reward_falling", "warning", {"first": first, "last": last, "lr": lr, "suggested": lr / 3},
-                         _evidence(name, points), {"learning_rate": _nice(lr / 3)})
+        return Diagnosis("reward_falling", "warning", {"first": first, "last": last, "lr": lr,
+                                                       "suggested": lower_learning_rate(config, 1 / 3)},
+                         _evidence(name, points), {"learning_rate": lower_learning_rate(config, 1 / 3)})
     if abs(last - first) < max(_T["flat_reward"] * scale, 1e-3) and ended:
         lr = config.learning_rate
         return Diagnosis("reward_flat", "warning", {"first": first, "last": last, "lr": lr, "suggested": lr * 3},
@@ -163,7 +166,7 @@ def reward_trend(series: Series, config, ended: bool) -> Diagnosis | None:
     return None
 
 
-def reward_hacking(series: Series, config, ended: bool) -> Diagnosis | None:
+def reward_hacking(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     """Reward rising while the held-out reward falls, or while the completions' length explodes."""
     name, points = _reward_points(series)
     if len(points) < _T["trend_points"]:
@@ -190,7 +193,7 @@ def reward_hacking(series: Series, config, ended: bool) -> Diagnosis | None:
     return None
 
 
-def kl_runaway(series: Series, config, ended: bool) -> Diagnosis | None:
+def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     name, points = _first(series, "kl", "objective/kl")
     points = _finite(points)
     if len(points) < _T["trend_points"]:
@@ -209,7 +212,7 @@ def kl_runaway(series: Series, config, ended: bool) -> Diagnosis | None:
                      _evidence(name, points), {field_name: suggested, "learning_rate": _nice(config.learning_rate / 2)})
 
 
-def entropy_collapse(series: Series, config, ended: bool) -> Diagnosis | None:
+def entropy_collapse(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     name, points = _first(series, "entropy", "policy/entropy")
     points = _finite(points)
     if len(points) < _T["trend_points"]:
@@ -225,7 +228,7 @@ def entropy_collapse(series: Series, config, ended: bool) -> Diagnosis | None:
                      _evidence(name, points), fix)
 
 
-def loss_nan(series: Series, config, ended: bool) -> Diagnosis | None:
+def loss_nan(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     for name in ("loss", "grad_norm"):
         points = _values(series, name)
         bad = [(s, v) for s, v in points if v is None or not math.isfinite(v)]
@@ -233,14 +236,14 @@ def loss_nan(series: Series, config, ended: bool) -> Diagnosis | None:
             every = len(bad) == len(points)
             lr = config.learning_rate
             return Diagnosis("loss_nan", "error", {"metric": name, "step": bad[0][0], "count": len(bad),
-                                                   "points": len(points), "lr": lr, "suggested": _nice(lr / 10)},
-                             _evidence(name, points), {"learning_rate": _nice(lr / 10),
+                                                   "points": len(points), "lr": lr, "suggested": lower_learning_rate(config, 0.1)},
+                             _evidence(name, points), {"learning_rate": lower_learning_rate(config, 0.1),
                                                        **({"max_grad_norm": 1.0} if not config.max_grad_norm else {})},
                              no_signal=every)
     return None
 
 
-def loss_spike(series: Series, config, ended: bool) -> Diagnosis | None:
+def loss_spike(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "loss"))
     for i in range(_T["min_points"], len(points)):
         before = statistics.median(abs(v) for _, v in points[:i])
@@ -248,12 +251,19 @@ def loss_spike(series: Series, config, ended: bool) -> Diagnosis | None:
         if before > 1e-6 and abs(value) > _T["loss_spike"] * before:
             lr = config.learning_rate
             return Diagnosis("loss_spike", "warning", {"step": step, "value": value, "median": before, "lr": lr,
-                                                       "suggested": _nice(lr / 3)},
-                             _evidence("loss", points), {"learning_rate": _nice(lr / 3)})
+                                                       "suggested": lower_learning_rate(config, 1 / 3)},
+                             _evidence("loss", points), {"learning_rate": lower_learning_rate(config, 1 / 3)})
+    if len(points) >= _T["trend_points"]:
+        first, last = _thirds([v for _, v in points])
+        if first > 0 and last > _T["loss_rises"] * first:
+            lr = config.learning_rate
+            return Diagnosis("loss_rising", "warning", {"first": first, "last": last, "lr": lr,
+                                                        "suggested": lower_learning_rate(config, 0.1)},
+                             _evidence("loss", points), {"learning_rate": lower_learning_rate(config, 0.1)})
     return None
 
 
-def grad_explosion(series: Series, config, ended: bool) -> Diagnosis | None:
+def grad_explosion(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "grad_norm"))
     if len(points) < _T["trend_points"]:
         values = [v for _, v in points]
@@ -270,13 +280,15 @@ def grad_explosion(series: Series, config, ended: bool) -> Diagnosis | None:
     peak_step, peak = max(points[k:], key=lambda p: p[1])
     if early > 0 and peak > _T["grad_explosion"] * early:
         lr = config.learning_rate
-        fix = {"learning_rate": _nice(lr / 3), **({"max_grad_norm": 1.0} if not config.max_grad_norm else {})}
+        fix = {"learning_rate": lower_learning_rate(config, 1 / 3),
+               **({"max_grad_norm": 1.0} if not config.max_grad_norm else {})}
         return Diagnosis("grad_explosion", "warning", {"step": peak_step, "value": peak, "early": early, "lr": lr,
-                                                       "suggested": _nice(lr / 3)}, _evidence("grad_norm", points), fix)
+                                                       "suggested": fix["learning_rate"]},
+                         _evidence("grad_norm", points), fix)
     return None
 
 
-def warmup(series: Series, config, ended: bool) -> Diagnosis | None:
+def warmup(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "learning_rate"))
     total = config.max_steps if config.max_steps > 0 else None
     if not config.warmup_steps or (total is None and not points):
@@ -292,7 +304,7 @@ def warmup(series: Series, config, ended: bool) -> Diagnosis | None:
     return None
 
 
-def overfitting(series: Series, config, ended: bool) -> Diagnosis | None:
+def overfitting(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     held = _finite(_values(series, "eval_loss"))
     train = _finite(_values(series, "loss"))
     if len(held) < 3 or len(train) < _T["min_points"]:
@@ -307,7 +319,7 @@ def overfitting(series: Series, config, ended: bool) -> Diagnosis | None:
     return None
 
 
-def slowdown(series: Series, config, ended: bool) -> Diagnosis | None:
+def slowdown(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "step_time"))
     if len(points) < _T["trend_points"]:
         return None
@@ -320,7 +332,7 @@ def slowdown(series: Series, config, ended: bool) -> Diagnosis | None:
     return None
 
 
-def constraint_unmet(series: Series, config, ended: bool) -> Diagnosis | None:
+def constraint_unmet(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     from backend.rewards.spec import cost_budgets
 
     budgets = cost_budgets(getattr(config, "reward_sources", None) or [])
@@ -339,6 +351,12 @@ def constraint_unmet(series: Series, config, ended: bool) -> Diagnosis | None:
                                                              "at_cap": at_cap, "cap": cap},
                              _evidence(f"cost/{name}/mean", points), fix)
     return None
+
+
+def lower_learning_rate(config, factor: float) -> float:
+    """The learning rate × factor, and at most the top of the usual range (LoRA 5e-4, full 5e-5)."""
+    top = 5e-4 if config.finetuning == "lora" else 5e-5
+    return _nice(min(config.learning_rate * factor, top))
 
 
 def _nice(value: float) -> float:

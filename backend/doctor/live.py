@@ -23,10 +23,14 @@ class DoctorCallback(TrainerCallback):
         self.series: Series = {}
         self.said: set[tuple[str, str]] = set()
         self.found: list[Diagnosis] = []
-        self.pinned: list[Diagnosis] = []  # the reward probe's, shown until the run has its own evidence
+        self.pinned: list[Diagnosis] = []
+        self.hints: dict = {}  # the reward probe's, shown until the run has its own evidence
 
     def pin(self, diagnoses: list[Diagnosis]) -> None:
         self.pinned = list(diagnoses)
+        refs = [d.params["ref_max"] for d in diagnoses if d.params.get("ref_max")]
+        if refs:
+            self.hints["reference_max"] = max(refs)
         self.found = list(diagnoses)
         self.said |= {(d.check, d.severity) for d in diagnoses}
 
@@ -40,7 +44,7 @@ class DoctorCallback(TrainerCallback):
         self.update(ended=False)
 
     def update(self, ended: bool) -> list[Diagnosis]:
-        found = diagnose(self.series, self.config, ended=ended)
+        found = diagnose(self.series, self.config, ended=ended, hints=self.hints)
         if self.pinned and not ended and max((len(v) for v in self.series.values()), default=0) < THRESHOLDS["min_points"]:
             found = self.pinned + found
         key = {(d.check, d.severity) for d in found}

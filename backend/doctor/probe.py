@@ -46,10 +46,16 @@ class ProbeReport:
                 f"{'; '.join(parts)}; {self.clipped}/{len(self.lengths)} cut at {self.max_tokens} tokens")
 
 
-def probe_size(config) -> tuple[int, int]:
-    """(prompts, completions per prompt): one group per prompt, at most MAX_SEQUENCES completions."""
-    n = max(1, config.rl.num_generations)
-    return max(1, min(MAX_PROMPTS, MAX_SEQUENCES // n)), min(n, MAX_SEQUENCES)
+def probe_size(config, before_start: bool = True) -> tuple[int, int]:
+    """(prompts, completions per prompt): one group per prompt, at most MAX_SEQUENCES completions. Inside the
+    run (before_start False) it samples what one step would (its batch), from 2 prompts up: the probe costs the
+    run's start one generation step."""
+    n = min(max(1, config.rl.num_generations), MAX_SEQUENCES)
+    most = max(1, min(MAX_PROMPTS, MAX_SEQUENCES // n))
+    if before_start:
+        return most, n
+    per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
+    return max(1, min(most, max(2, per_step // n))), n
 
 
 def reference_lengths(config, dataset, tokenizer) -> tuple[str, int, int] | None:
@@ -105,12 +111,12 @@ def _generate(model, tokenizer, prompts: list, n: int, config) -> tuple[list[str
     return out, lengths, cut
 
 
-def run_probe(model, tokenizer, config, dataset, workspace) -> ProbeReport:
+def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool = True) -> ProbeReport:
     """Sample, score and diagnose (see the module's text). `dataset`: the run's prepared training rows."""
     from backend.playground import PromptRow, score
 
     t0 = time.monotonic()
-    k, n = probe_size(config)
+    k, n = probe_size(config, before_start)
     rows = dataset.select(range(min(k, len(dataset))))
     prompts = [PromptRow(i + 1, r["prompt"], {c: v for c, v in r.items() if c != "prompt"})
                for i, r in enumerate(rows)]

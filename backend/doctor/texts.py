@@ -60,6 +60,11 @@ TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "zh": ("损失在第 {step} 步突增到 {value:.3g}（之前中位数 {median:.3g} 的 {ratio:.0f} 倍）",
                "将 learning_rate 从 {lr:.2g} 降到 {suggested:.2g}"),
     },
+    "loss_rising": {
+        "en": ("the training loss rose over the run ({first:.3g} → {last:.3g}): it diverges",
+               "lower learning_rate from {lr:.2g} to {suggested:.2g}"),
+        "zh": ("训练损失在训练中上升（{first:.3g} → {last:.3g}）：正在发散", "将 learning_rate 从 {lr:.2g} 降到 {suggested:.2g}"),
+    },
     "grad_explosion": {
         "en": ("the gradient norm exploded to {value:.3g} at step {step} (early median {early:.3g})",
                "lower learning_rate from {lr:.2g} to {suggested:.2g} and keep max_grad_norm at 1"),

@@ -6,10 +6,13 @@ frozen process (SIGSTOP, swapped out) stops even its heartbeat, which is seen af
 """
 from __future__ import annotations
 
+import os
+
 STALL_STEPS = 10  # steps' worth of time without a step
 STALL_FLOOR_S = 120.0  # ... and never less than this (evaluation and checkpoints take time between steps)
 FIRST_STEP_FLOOR_S = 300.0  # the first step also warms up (compiles, allocates, the first generation)
-WORKER_STALE_S = 30.0  # the worker's own heartbeat older than this: the process is not running
+# the worker's own heartbeat older than this: the process is not running (tests shorten it)
+WORKER_STALE_S = float(os.environ.get("WORKBENCH_WORKER_STALE_S", "30"))
 
 
 def step_seconds(run) -> float | None:

@@ -95,7 +95,7 @@ def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
 
         try:
             report = run_probe(getattr(trainer, "policy", None) or trainer.model, trainer.processing_class, config,
-                               ctx.dataset, ctx.store.workspace)
+                               ctx.dataset, ctx.store.workspace, before_start=False)
         except Exception as e:  # noqa: BLE001 - the probe is advice: a failure of its own never stops the run
             traceback.print_exc()
             print(f"reward probe: skipped ({type(e).__name__}: {e})", flush=True)

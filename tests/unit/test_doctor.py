@@ -1,0 +1,196 @@
+"""The run doctor reads a run's metrics and names what keeps it from learning, with the evidence and the fix."""
+import json
+import time
+
+import pytest
+
+from backend.config import build_config
+from backend.doctor import (CHECKS, NO_SIGNAL_VERDICT, describe, diagnose, diagnose_run, fix_text, report_lines,
+                            status_words, stored_diagnoses, to_json, verdict_of)
+from backend.doctor.checks import Diagnosis
+from backend.doctor.texts import LANGS, TEXTS
+from backend.modes.registry import MODES
+from backend.runs.stall import stall_reason
+from backend.runs.store import RunStore
+
+GRPO = {"mode": "grpo", "dataset": "demo-math", "rl": {"num_generations": 2, "max_completion_length": 64},
+        "reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}]}
+
+
+def series(**metrics):
+    """{name: [v1, v2, ...]} -> the doctor's series, steps 1, 2, ..."""
+    return {name.replace("__", "/"): list(enumerate(values, 1)) for name, values in metrics.items()}
+
+
+def checks_of(found):
+    return [d.check for d in found]
+
+
+def test_every_mode_names_only_checks_that_exist():
+    for spec in MODES.values():
+        assert spec.checks and set(spec.checks) <= set(CHECKS), spec.name
+
+
+def test_groups_without_reward_spread_at_every_step_are_no_learning_signal():
+    config = build_config(GRPO)
+    found = diagnose(series(frac_reward_zero_std=[1.0] * 5, reward=[0.0] * 5, grad_norm=[0.0] * 5), config,
+                     ended=True)
+    first = found[0]
+    assert first.check == "zero_variance" and first.severity == "error" and first.no_signal
+    assert first.fix == {"rl.num_generations": 4, "per_device_train_batch_size": 4}  # a batch of whole groups
+    assert "grad_zero" not in checks_of(found)  # the consequence is not listed beside its cause
+    assert verdict_of(found) == NO_SIGNAL_VERDICT
+    assert first.evidence["metric"] == "frac_reward_zero_std" and first.evidence["steps"] == [1, 5]
+
+
+def test_truncated_completions_name_the_setting_and_a_longer_limit():
+    config = build_config(GRPO)
+    found = diagnose(series(**{"completions__clipped_ratio": [1.0] * 4, "frac_reward_zero_std": [1.0] * 4}), config,
+                     ended=True, hints={"reference_max": 120})
+    by = {d.check: d for d in found}
+    assert by["truncation"].fix == {"rl.max_completion_length": 256}  # 2 × the longest reference, in 32s
+    assert by["zero_variance"].fix == {"rl.max_completion_length": 256}  # cut answers are why groups are flat
+    what, action = describe("truncation", by["truncation"].params)
+    assert "rl.max_completion_length=64" in what and "≥ 256" in action
+
+
+def test_a_run_that_learns_draws_no_diagnosis():
+    config = build_config(GRPO)
+    rising = [0.1, 0.2, 0.25, 0.35, 0.4, 0.5, 0.55, 0.6]
+    found = diagnose(series(reward=rising, frac_reward_zero_std=[0.2] * 8, grad_norm=[0.5, 0.6, 0.4, 0.5, 0.7, 0.4,
+                                                                                     0.5, 0.6],
+                            **{"completions__clipped_ratio": [0.1] * 8, "completions__mean_length": [30] * 8},
+                            entropy=[1.0] * 8, kl=[0.01 * i for i in range(8)], loss=[0.1] * 8), config, ended=True)
+    assert found == []
+
+
+@pytest.mark.parametrize("metrics, check, fix_key", [
+    ({"loss": [2.0, 1.8, None, None], "grad_norm": [1, 1, 1, 1]}, "loss_nan", "learning_rate"),
+    ({"loss": [3.8, 9.9, 18.6, 17.3, 15.0, 34.8, 29.0, 28.8]}, "loss_rising", "learning_rate"),
+    ({"loss": [2.0, 1.9, 1.8, 40.0, 1.7]}, "loss_spike", "learning_rate"),
+    ({"grad_norm": [1.7, 45.0, 5.8e6, 451, 103, 3e4, 3.8e4, 5e3]}, "grad_explosion", "learning_rate"),
+    ({"loss": [2.0, 1.8, 1.6, 1.4, 1.2, 1.0], "eval_loss": [1.5, 1.4, 1.6, 1.8]}, "overfitting", "max_steps"),
+])
+def test_fitting_runs_gone_wrong(metrics, check, fix_key):
+    config = build_config({"mode": "sft", "learning_rate": 1.0})
+    found = diagnose({k: list(enumerate(v, 1)) for k, v in metrics.items()}, config, ended=True)
+    assert check in checks_of(found)
+    d = next(d for d in found if d.check == check)
+    assert fix_key in d.fix
+    if fix_key == "learning_rate":
+        assert d.fix["learning_rate"] <= 5e-4  # into the usual LoRA range, not 1/3 of a rate that diverged
+
+
+def test_rl_runs_gone_wrong():
+    config = build_config({**GRPO, "rl": {**GRPO["rl"], "beta": 0.0}})
+    up = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    hacked = diagnose(series(reward=up, **{"completions__mean_length": [20, 22, 25, 40, 60, 80, 100, 120, 128]}),
+                      config)
+    assert checks_of(hacked) == ["reward_hacking"] and hacked[0].fix == {"rl.beta": 0.04}
+    runaway = diagnose(series(kl=[0.01, 0.02, 0.05, 0.3, 0.9, 1.5, 2.0, 3.0, 4.0]), config)
+    assert checks_of(runaway) == ["kl_runaway"]
+    collapsed = diagnose(series(entropy=[2.0, 1.9, 1.5, 0.8, 0.3, 0.1, 0.05, 0.02, 0.01]), config)
+    assert checks_of(collapsed) == ["entropy_collapse"] and "rl.temperature" in collapsed[0].fix
+    falling = diagnose(series(reward=[0.8, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.2]), config)
+    assert checks_of(falling) == ["reward_falling"]
+    flat = diagnose(series(reward=[0.5] * 9), config, ended=True)
+    assert checks_of(flat) == ["reward_flat"]
+    assert diagnose(series(reward=[0.5] * 9), config, ended=False) == []  # flat so far: too early to say
+
+
+def test_warm_up_longer_than_the_run():
+    found = diagnose({}, build_config({"mode": "sft", "max_steps": 20, "warmup_steps": 50}))
+    assert checks_of(found) == ["warmup_never_ends"] and found[0].fix == {"warmup_steps": 2}
+
+
+def test_every_diagnosis_reads_in_both_languages():
+    made = [
+        Diagnosis("zero_variance", "error", {"share": 1.0, "num_generations": 2, "truncated": False, "suggested": 4},
+                  {}),
+        Diagnosis("truncation", "error", {"share": 1.0, "current": 8, "suggested": 32}, {}),
+        Diagnosis("reward_flat", "warning", {"first": 0.1, "last": 0.1, "lr": 1e-4, "suggested": 3e-4}, {}),
+        Diagnosis("reward_falling", "warning", {"first": 0.5, "last": 0.1, "lr": 1e-4, "suggested": 3e-5}, {}),
+        Diagnosis("reward_hacking", "warning", {"first": 0.1, "last": 0.9, "length_first": 20, "length_last": 120,
+                                                "beta": 0.0, "suggested": 0.04, "why": "length"}, {}),
+        Diagnosis("kl_runaway", "warning", {"first": 0.1, "last": 4, "setting": "rl.beta", "current": 0.0,
+                                            "suggested": 0.04}, {}),
+        Diagnosis("entropy_collapse", "warning", {"first": 2, "last": 0.01, "temperature": 1.0, "suggested": 1.2},
+                  {}),
+        Diagnosis("loss_nan", "error", {"metric": "loss", "step": 3, "count": 2, "points": 4, "lr": 1,
+                                        "suggested": 5e-4}, {}),
+        Diagnosis("loss_rising", "warning", {"first": 3.8, "last": 29, "lr": 1, "suggested": 5e-4}, {}),
+        Diagnosis("loss_spike", "warning", {"step": 4, "value": 40, "median": 1.9, "lr": 1, "suggested": 5e-4}, {}),
+        Diagnosis("grad_explosion", "warning", {"step": 3, "value": 5e6, "early": 20, "lr": 1, "suggested": 5e-4},
+                  {}),
+        Diagnosis("grad_zero", "error", {"points": 5}, {}),
+        Diagnosis("warmup_never_ends", "warning", {"warmup": 50, "steps": 20, "suggested": 2}, {}),
+        Diagnosis("overfitting", "warning", {"best": 1.4, "best_step": 2, "last": 1.8, "last_step": 4,
+                                             "suggested": 2}, {}),
+        Diagnosis("slowdown", "warning", {"early": 1.0, "recent": 4.0, "factor": 4.0}, {}),
+        Diagnosis("constraint_unmet", "warning", {"source": "unsafe", "cost": 0.3, "budget": 0.05, "at_cap": True,
+                                                  "cap": 10}, {}),
+        Diagnosis("stalled", "error", {"why": "no heartbeat"}, {}),
+        Diagnosis("probe_truncation", "warning", {"clipped": 16, "n": 16, "current": 64, "suggested": 192,
+                                                  "column": "answer", "ref_min": 18, "ref_max": 42}, {}),
+        Diagnosis("probe_reference_longer", "warning", {"current": 32, "column": "answer", "ref_min": 18,
+                                                        "ref_max": 42, "suggested": 96}, {}),
+        Diagnosis("probe_constant", "warning", {"n": 16, "source": "numeric_match", "value": 0.0, "truncated": True},
+                  {}),
+        Diagnosis("probe_zero_variance", "error", {"groups": 4, "num_generations": 4, "suggested": 192,
+                                                   "truncated": True, "stopped": True}, {}),
+        Diagnosis("probe_some_zero_variance", "warning", {"zero": 2, "groups": 4}, {}),
+        Diagnosis("probe_dominant", "warning", {"source": "length", "share": 0.92}, {}),
+    ]
+    assert {d.check for d in made} == set(TEXTS)
+    for d in made:
+        for lang in LANGS:
+            what, action = describe(d.check, d.params, lang)
+            assert what != d.check and "{" not in what + action, (d.check, lang, what, action)
+    assert "92%" in describe("probe_dominant", made[-1].params)[0]
+    assert "rl.max_completion_length=64" in describe("probe_truncation", made[17].params, "zh")[0]
+
+
+def test_fixes_read_as_set_arguments():
+    assert fix_text({"rl.max_completion_length": 192, "learning_rate": 5e-05}) == \
+        "rl.max_completion_length=192 learning_rate=5e-05"
+    lines = report_lines([Diagnosis("grad_zero", "error", {"points": 5}, {})], "zh")
+    assert lines[0].startswith("[无法学习]")
+
+
+def test_a_stored_run_shows_its_verdict_and_diagnoses(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config(GRPO))
+    store.update_run(run.id, status="running", started_at=time.time())
+    for step in (1, 2, 3):
+        store.add_metrics(run.id, step, {"frac_reward_zero_std": 1.0, "reward": 0.0})
+    live = diagnose_run(store, store.get_run(run.id))
+    assert checks_of(live) == ["zero_variance"]
+    found = [Diagnosis("zero_variance", "error", {"share": 1.0, "num_generations": 2, "truncated": False,
+                                                  "suggested": 4}, {"metric": "frac_reward_zero_std"},
+                       {"rl.num_generations": 4}, no_signal=True)]
+    store.update_run(run.id, diagnoses=to_json(found), verdict=verdict_of(found))
+    store.finish_run(run.id, "completed")
+    ended = store.get_run(run.id)
+    assert stored_diagnoses(ended) == found and diagnose_run(store, ended) == found
+    assert status_words(ended) == "completed — no learning signal"
+    assert status_words(ended, "zh").endswith("没有学习信号")
+    assert json.loads(ended.diagnoses)[0]["fix"] == {"rl.num_generations": 4}
+    assert store.outcome_counts() == {"completed": 1}
+    store.finish_run(run.id, "failed", only_if_active=False)  # an ended run corrected is not counted again
+    assert store.outcome_counts() == {"completed": 1}
+
+
+def test_the_stall_rule_reads_progress_and_the_worker_beat(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({"mode": "sft"}))
+    now = time.time()
+    store.update_run(run.id, status="running", worker_pid=123, worker_beat_at=now - 1, started_at=now - 100)
+    assert stall_reason(store.get_run(run.id), now) is None  # loading: its beat says it lives
+    store.update_run(run.id, worker_beat_at=now - 45)
+    assert "no heartbeat from the worker (pid 123) for 45 s" in stall_reason(store.get_run(run.id), now)
+    # beating, but no step: 10 steps of 2 s would be 20 s; the floor is 120 s
+    store.update_run(run.id, worker_beat_at=now, train_started_at=now - 200, step=5, step_at=now - 190)
+    why = stall_reason(store.get_run(run.id), now)
+    assert why.startswith("no training step for 190 s after step 5") and "2.0 s" in why
+    store.update_run(run.id, step_at=now - 100)
+    assert stall_reason(store.get_run(run.id), now) is None
