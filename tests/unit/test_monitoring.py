@@ -1,5 +1,7 @@
 """The Prometheus exposition (/metrics): what a scrape says about the run store, read fresh at each scrape."""
 import base64
+import shutil
+import subprocess
 import threading
 import time
 import urllib.error
@@ -10,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend import labeling, monitoring
 from backend.config import build_config
+from backend.doctor import Diagnosis, to_json
 from backend.runs.store import RunStore
 
 
@@ -86,7 +89,85 @@ def test_the_latest_value_of_each_metric_is_exported_with_a_typeable_name(store)
         value(samples, "workbench_run_metric", **live, metric="grad_norm")  # NaN stays NaN
     done = {"run_id": runs["done"].id, "run_name": "done", "mode": "dpo"}
     assert value(samples, "workbench_run_metric", **done, metric="rewards_margins") == 1.5  # finished this hour
-    assert not any(dict(labels).get("run_name") in ("old", "waiting") for _, labels in samples)
+    # a queued run has only its info; one that ended two hours ago has nothing
+    assert not any(dict(labels).get("run_name") == "old" for _, labels in samples)
+    assert {n for n, labels in samples if dict(labels).get("run_name") == "waiting"} == {"workbench_run_info"}
+
+
+def ids_of(run) -> dict:
+    return {"run_id": run.id, "run_name": run.name, "mode": run.mode}
+
+
+def test_every_queued_running_or_recent_run_has_its_status_and_health(store):
+    store, runs, _ = store
+    store.update_run(runs["done"].id, verdict="no_signal")
+    store.update_run(runs["waiting"].id, stalled="left over")  # only a running run can be stalled
+    info = {dict(labels)["run_name"]: (dict(labels)["status"], dict(labels)["health"], v)
+            for (n, labels), v in scrape(store).items() if n == "workbench_run_info"}
+    assert info == {"done": ("completed", "no_signal", 1), "live": ("running", "ok", 1),
+                    "waiting": ("queued", "ok", 1)}  # not "old": it ended two hours ago
+    store.update_run(runs["live"].id, stalled="no training step for 300 s after step 4")
+    samples = scrape(store)
+    assert value(samples, "workbench_run_info", **ids_of(runs["live"]), status="running", health="stalled") == 1
+
+
+def test_runs_finished_is_a_counter_that_deleting_runs_does_not_lower(store):
+    store, runs, _ = store
+    body, _ = monitoring.exposition(monitoring.registry(store))
+    family = next(f for f in text_string_to_metric_families(body.decode()) if f.name == "workbench_runs_finished")
+    assert family.type == "counter"
+    expected = {"completed": 1, "failed": 1, "stopped": 0, "interrupted": 0}  # every ending, 0 when none
+    assert {s.labels["status"]: s.value for s in family.samples if s.name == "workbench_runs_finished_total"} == \
+        expected
+    store.delete_runs([runs["old"].id, runs["done"].id])
+    samples = scrape(store)
+    assert {s: value(samples, "workbench_runs_finished_total", status=s) for s in expected} == expected
+    assert value(samples, "workbench_runs", status="completed") == 0  # the runs are gone, their endings counted
+
+
+def test_a_running_run_reports_its_workers_own_heartbeat_and_whether_it_is_stalled(store):
+    store, runs, _ = store
+    live = ids_of(runs["live"])
+    store.update_run(runs["live"].id, worker_beat_at=time.time() - 40)  # frozen worker, live supervisor
+    samples = scrape(store)
+    assert 40 <= value(samples, "workbench_run_worker_heartbeat_age_seconds", **live) < 70
+    assert value(samples, "workbench_run_heartbeat_age_seconds", **live) < 30
+    assert value(samples, "workbench_run_stalled", **live) == 0
+    store.update_run(runs["live"].id, stalled="no heartbeat from the worker for 40 s")
+    samples = scrape(store)
+    assert value(samples, "workbench_run_stalled", **live) == 1
+    for name in ("workbench_run_stalled", "workbench_run_worker_heartbeat_age_seconds"):
+        assert {dict(labels)["run_name"] for n, labels in samples if n == name} == {"live"}  # running runs only
+
+
+def test_each_stored_diagnosis_is_a_series_of_its_run(store):
+    store, runs, _ = store
+    zero = Diagnosis("zero_variance", "error", {"groups": 8}, {"metric": "frac_reward_zero_std"}, no_signal=True)
+    clipped = Diagnosis("truncated", "warning", {"ratio": 1.0}, {"metric": "completions/clipped_ratio"})
+    store.update_run(runs["live"].id, diagnoses=to_json([zero, clipped, zero]))  # a repeat is one series
+    store.update_run(runs["done"].id, diagnoses=to_json([clipped]))
+    store.update_run(runs["waiting"].id, diagnoses="not json")  # a damaged column costs its series, not the scrape
+    diagnoses = sorted((dict(labels)["run_name"], dict(labels)["check"], dict(labels)["severity"], v)
+                       for (n, labels), v in scrape(store).items() if n == "workbench_run_diagnosis")
+    assert diagnoses == [("done", "truncated", "warning", 1), ("live", "truncated", "warning", 1),
+                         ("live", "zero_variance", "error", 1)]
+
+
+def test_the_workspace_disk_is_reported(store):
+    samples = scrape(store[0])
+    assert 0 < value(samples, "workbench_workspace_disk_free_bytes") <= \
+        value(samples, "workbench_workspace_disk_size_bytes")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian's `prometheus` "
+                    "package ships it; scripts/setup.sh --dev installs it)")
+def test_promtool_finds_nothing_to_say_about_the_exposition(store):
+    store, runs, _ = store
+    store.update_run(runs["live"].id, worker_beat_at=time.time(), stalled="frozen",
+                     diagnoses=to_json([Diagnosis("zero_variance", "error", {}, {})]))
+    body, _ = monitoring.exposition(monitoring.registry(store))
+    done = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, timeout=30)
+    assert done.returncode == 0 and not done.stdout and not done.stderr, (done.stdout + done.stderr).decode()
 
 
 def test_labels_are_counted_per_session(store):
