@@ -98,9 +98,12 @@ def run_table_rows(runs: list[Run], now: float | None = None, lang: str = i18n.D
 
 
 def _status_word(run: Run, lang: str = i18n.DEFAULT) -> str:
+    """The status word, and what the run doctor says of it: "completed — no learning signal", "running — stalled"."""
+    from backend.doctor import status_words
+
     if run.status == "running" and run.stop_requested:
         return i18n.text("status.stopping", lang)
-    return status_text(run.status, lang)
+    return status_words(run, lang, status_text)
 
 
 def status_line(run: Run, now: float | None = None, lang: str = i18n.DEFAULT) -> str:

@@ -21,12 +21,13 @@ from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from app import (chat_tab, eval_tab, i18n, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
+from app import (chat_tab, doctor_render, eval_tab, i18n, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
                  train_tab)
 from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
 from app.tab_polls import TabPolls  # noqa: E402
 from backend import sweeps  # noqa: E402
+from backend.doctor import fix_text  # noqa: E402
 from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
 
@@ -163,6 +164,24 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
 
         runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
                                                         evaluate.max_new_tokens, *polls.outputs], show_progress="hidden")
+
+        def fix_run(run_id, request: gr.Request = None):
+            """Runs tab → Fix and restart: the run's settings with the doctor's suggestions in the Train tab."""
+            lang = i18n.lang_of(request)
+            try:
+                run = store.get_run(run_id)
+            except KeyError:
+                return {train.message: i18n.text("msg.select_run", lang)}
+            fix = doctor_render.fixes(doctor_render.run_diagnoses(run))
+            fixed = doctor_render.fixed_config(run.config, fix)
+            if fixed is None:
+                return {train.message: i18n.text("doctor.no_fix", lang)}
+            note = i18n.text("doctor.fixed", lang, name=run.name, fix=fix_text(fix))
+            return {**train.form.updates_from(fixed.model_copy(update={"name": ""})), train.message: note,
+                    **polls.open("train")}
+
+        runs.fix.click(fix_run, runs.select, [*train.form.outputs, train.message, *polls.outputs],
+                       show_progress="hidden")
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         memory_fn, memory_io = train.memory

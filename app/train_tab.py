@@ -16,13 +16,14 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from app import forms, i18n
+from app import doctor_render, forms, i18n
 from app.choices import UPLOAD_TYPES, dataset_choices, generation_model_choices, preset_choices
 from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html, status_text
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from app.tab_polls import TabPolls
 from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
+from backend.doctor import fix_text
 from backend.modes import available_modes
 from backend.modes.registry import RL_MODES
 from backend.rewards import is_suggestion, suggested_sources
@@ -51,6 +52,7 @@ class TrainTab:
     preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
     memory: tuple  # (fn, {inputs, outputs}) that fills the memory estimate, for the page's load event
     sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
+    message: gr.Markdown  # under Start: what the last action said
 
 
 def mode_choices() -> list[str]:
@@ -159,6 +161,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     workspace = store.workspace
     shown_ws = None if workspace == default_workspace() else workspace
     session = gr.State(TrainSession())
+    pending_fix = gr.State({})  # the last reward check's suggested settings, for "Apply"
     started = gr.State(None)
     c: dict[str, gr.Component] = {}
 
@@ -200,6 +203,11 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                                         elem_id="dataset-preview", show_label=False)
             show_example = words.add(gr.Button(elem_id="show-example", size="sm"), "train.show_example", "value")
             example = gr.HTML("", elem_id="dataset-example")
+            with gr.Row():
+                check = words.add(gr.Button(elem_id="check-rewards", size="sm"), "train.check_rewards", "value")
+                apply_fix = words.add(gr.Button(elem_id="apply-fix", size="sm", visible=False), "train.apply_fix",
+                                      "value")
+            reward_check = gr.Markdown("", visible=False, elem_id="reward-check")
             show_cli = words.add(gr.Button(elem_id="show-cli", size="sm"), "train.show_cli", "value")
             cli = words.add(gr.Code(language="shell", visible=False, elem_id="cli-command", interactive=False,
                                     wrap_lines=True, show_line_numbers=False), "train.cli")
@@ -398,6 +406,47 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             return {message: error_markdown(e.errors, i18n.text("train.cannot_load", lang), lang)}
         return form.updates_from(config) | {message: i18n.text("train.loaded", lang, name=Path(path).stem)}
 
+    def on_check(values: dict, request: gr.Request = None):
+        """The reward probe on the settings on screen, with the model the playground keeps loaded (bounded: one
+        group per prompt for a few prompts)."""
+        from backend.doctor.probe import check_rewards
+        from backend.modes.registry import mode_spec
+        from backend.playground import MODELS
+
+        lang = i18n.lang_of(request)
+        hidden = {apply_fix: gr.update(visible=False), pending_fix: {}}
+        try:
+            config = form.config_from(values)
+            if not mode_spec(config.mode).online_rl:
+                return {reward_check: gr.update(value=i18n.text("doctor.rl_only", lang), visible=True), **hidden}
+            jobs.preflight(config, workspace)
+            report = check_rewards(config, workspace, loaded=MODELS.get(config.model))
+        except ConfigError as e:
+            return {reward_check: gr.update(value=error_markdown(e.errors, lang=lang), visible=True), **hidden}
+        except Exception as e:  # noqa: BLE001 - never a traceback in the page; the log has it
+            log.exception("the reward check failed")
+            return {reward_check: gr.update(value=i18n.text("doctor.check_failed", lang,
+                                                            error=f"{type(e).__name__}: {e}"), visible=True), **hidden}
+        text = report.summary() + "\n\n" + (doctor_render.banner_markdown(report.diagnoses, lang)
+                                            or i18n.text("doctor.all_good", lang))
+        fix = doctor_render.fixes(report.diagnoses)
+        fixable = doctor_render.fixed_config(config, fix) is not None
+        return {reward_check: gr.update(value=text, visible=True), apply_fix: gr.update(visible=fixable),
+                pending_fix: fix if fixable else {}}
+
+    def on_apply(values: dict, request: gr.Request = None):
+        """The reward check's suggested settings into the form."""
+        lang = i18n.lang_of(request)
+        fix = values[pending_fix]
+        try:
+            fixed = doctor_render.fixed_config(form.config_from(values), fix)
+        except ConfigError as e:
+            return {message: error_markdown(e.errors, lang=lang)}
+        if fixed is None:
+            return {apply_fix: gr.update(visible=False)}
+        return form.updates_from(fixed) | {message: i18n.text("doctor.applied", lang, fix=fix_text(fix)),
+                                           apply_fix: gr.update(visible=False), pending_fix: {}}
+
     def refresh():
         return {c["model"]: gr.update(choices=generation_model_choices(store)),
                 c["dataset"]: gr.update(choices=dataset_choices(store)),
@@ -423,9 +472,13 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     stop.click(on_stop, [session, runs_view], [status, session, message])
     polls.add("train", on_tick, session, [status, session], show_progress="hidden", concurrency_limit=None)
     show_cli.click(on_cli, form_values, [cli, message, memory])
+    check.click(on_check, form_values, [reward_check, apply_fix, pending_fix], show_progress_on=reward_check)
+    apply_fix.click(on_apply, form_values | {pending_fix}, [*form.outputs, message, apply_fix, pending_fix],
+                    show_progress="hidden").then(on_memory, **memory_io, show_progress="hidden")
     show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
     load_btn.click(on_load, preset, [*form.outputs, message], show_progress_on=message).then(on_memory, **memory_io, show_progress="hidden")
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
-                    preview=(on_preview, preview_io), memory=(on_memory, memory_io), sources=sources)
+                    preview=(on_preview, preview_io), memory=(on_memory, memory_io), sources=sources,
+                    message=message)
