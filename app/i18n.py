@@ -109,6 +109,17 @@ UI: dict[str, tuple[str, str]] = {
     "runs.adapter": ("Adapter (PEFT folder)", "适配器（PEFT 文件夹）"),
     "runs.adapter_placeholder": ("written when the run ends", "运行结束时写入"),
     "runs.config": ("Run config", "运行配置"),
+    "log.title": ("Full log", "完整日志"),
+    "log.path": ("Log file", "日志文件"),
+    "log.search": ("Search the log", "搜索日志"),
+    "log.search_placeholder": ("lines containing this text (any case)", "包含此文本的行（不区分大小写）"),
+    "log.refresh": ("Refresh", "刷新"),
+    "log.none": ("(no log yet)", "（暂无日志）"),
+    "log.lines": ("{n} lines; repeated library warnings shown once with their count",
+                  "共 {n} 行；重复的库警告只显示一次并注明次数"),
+    "log.matches": ("{n} of {total} lines contain “{query}”", "{total} 行中有 {n} 行包含“{query}”"),
+    "log.last": (" · the last {n} shown", " · 显示最后 {n} 行"),
+    "log.cut": (" · read from the file's last {mb} MB", " · 仅读取文件的最后 {mb} MB"),
     "export.title": ("Export", "导出"),
     "export.intro": ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer "
                      "and chat template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app import compare_panel, export_panel, i18n
+from app import compare_panel, export_panel, i18n, log_panel
 from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, columns, progress_html, run_table_rows,
@@ -140,6 +140,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             with w.add(gr.Accordion(open=False), "runs.config"):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
             export_panel.build(store, select, w)
+    log_panel.build(store, polls, select, w)
     compare_panel.build(store, polls, w)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,

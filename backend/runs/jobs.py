@@ -27,6 +27,7 @@ from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_gr
                                 spawn_detached)
 from backend.modes.registry import mode_spec
 from backend.runs import gpus
+from backend.runs.logs import collapse_repeats, log_path
 from backend.runs.store import RUN_PREFIX, Run, RunStore, StoreFull, other_dispatchers, slot_holders
 
 if TYPE_CHECKING:
@@ -40,18 +41,15 @@ _COUNT_SET = "WORKBENCH_MAX_CONCURRENT" in os.environ
 log = logging.getLogger(__name__)
 
 
-def log_path(store: RunStore, run_id: str) -> Path:
-    return store.run_dir(run_id) / "train.log"
-
-
 def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
+    """The log's last lines, a library warning repeated at every step shown once (backend/runs/logs.py)."""
     path = log_path(store, run_id)
     if not path.exists():
         return ""
     with open(path, "rb") as f:
         f.seek(max(0, path.stat().st_size - 64_000))
         text = f.read().decode("utf-8", "replace")
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(collapse_repeats(text.splitlines())[-lines:])
 
 
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:

@@ -14,11 +14,15 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from backend.runs.jobs import log_path
 from backend.runs.store import RunStore
 
 WARNING = re.compile(r"\w*Warning\b|^\s*WARNING\b|\bwarnings\.warn\(")
 SETTLE_S = 3.0  # an ended run's supervisor writes its last lines within seconds (runs_tab's LOG_SETTLE_S: 10)
+
+
+def log_path(store: RunStore, run_id: str) -> Path:
+    """Where a run's worker and supervisor write their output (backend.runs.jobs.log_path)."""
+    return store.run_dir(run_id) / "train.log"
 
 
 def repeated(line: str, times: int) -> str:
@@ -133,11 +137,12 @@ class RepeatFilter:
 
 
 def follow_log(store: RunStore, run_id: str, lines: int | None = None, poll_s: float = 0.5,
-               settle_s: float = SETTLE_S, sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+               settle_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
     """The run's log line by line, like `tail -f`: the collapsed log so far (its last `lines`), then each line
-    as it is written, until the run has ended and `settle_s` passed, or it is deleted. KeyError for an unknown
+    as it is written, until the run has ended and `settle_s` (SETTLE_S) passed, or it is deleted. KeyError for an unknown
     run."""
     store.get_run(run_id)
+    settle_s = SETTLE_S if settle_s is None else settle_s
     path = log_path(store, run_id)
     data = path.read_bytes() if path.exists() else b""
     done = data.rfind(b"\n") + 1  # a last line without its newline is still being written
