@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app import compare_panel, export_panel, i18n, log_panel
+from app import compare_panel, doctor_render, export_panel, i18n, log_panel
 from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, columns, progress_html, run_table_rows,
@@ -61,6 +61,7 @@ class RunsTab:
     outputs: list
     render: Callable[[RunView], dict]  # view -> {component: update} for outputs, the unchanged left out
     evaluate: gr.Button  # main.py wires it to the Evaluate tab, so this tab never imports that one
+    fix: gr.Button  # "Fix and restart": main.py opens the Train tab with the doctor's suggestions
 
 
 def default_selection(runs: list[Run]) -> str | None:
@@ -114,6 +115,9 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         confirm = w.add(gr.Button(variant="stop", elem_id="runs-delete-confirm", scale=1, min_width=120,
                                   visible=False), "runs.confirm_delete", "value")
     progress = gr.HTML(progress_html(None), elem_id="progress")
+    with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
+        diagnosis = gr.Markdown("", visible=False, elem_id="run-diagnosis")
+        fix = w.add(gr.Button(elem_id="runs-fix", scale=0, min_width=160, visible=False), "runs.fix", "value")
     error = gr.Markdown("", visible=False, elem_id="run-error")
     evaluations = gr.Markdown("", visible=False, elem_id="run-evaluations")
     plot = gr.Plot(elem_id="metrics-plot", show_label=False)
@@ -144,7 +148,8 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
     compare_panel.build(store, polls, w)
 
     outputs = [table, select, progress, plot, log_tail, error, adapter, config, samples_box, samples_step,
-               samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, *group_boxes,
+               samples_table, note, delete, confirm, view, resume, evaluate, evaluations, stop, flat, diagnosis, fix,
+               *group_boxes,
                *group_plots]
 
     def render_charts(v: RunView, run: Run | None, lang: str) -> dict:
@@ -233,6 +238,10 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             out |= {c: value for key, (c, value) in zip(keys, empty.items()) if v.changed(key, ("none", lang))}
             if v.changed("evaluations", ""):
                 out[evaluations] = gr.update(value="", visible=False)
+            if v.changed("diagnosis", ""):
+                out[diagnosis] = gr.update(value="", visible=False)
+            if v.changed("fix", False):
+                out[fix] = gr.update(visible=False)
             return out | render_charts(v, None, lang) | render_samples(v, None, lang) | render_manage(v, None, lang)
         new = store.metrics_since(run.id, v.last_id)
         if new:
@@ -247,6 +256,13 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         if v.changed("log_lang", (tail, lang)):  # "log" keeps the tail itself (read back once settled)
             v.changed("log", tail)
             out[log_tail] = log_html(tail, lang)
+        found = doctor_render.run_diagnoses(run)
+        banner = doctor_render.banner_markdown(found, lang)
+        if v.changed("diagnosis", banner):
+            out[diagnosis] = gr.update(value=banner, visible=bool(banner))
+        fixable = doctor_render.fixed_config(run.config, doctor_render.fixes(found)) is not None
+        if v.changed("fix", fixable):
+            out[fix] = gr.update(visible=fixable)
         err = _error_markdown(run, lang)
         if v.changed("error", err):
             out[error] = gr.update(value=err, visible=bool(err))
@@ -360,7 +376,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         box.expand(on_group(i, True), view, outputs, show_progress="hidden")
         box.collapse(on_group(i, False), view, outputs, show_progress="hidden")
     resume.click(on_resume, view, outputs, show_progress_on=progress)
-    return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate)
+    return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate, fix=fix)
 
 
 def initial_selection(store: RunStore):
