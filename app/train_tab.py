@@ -361,13 +361,27 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         return {status: html, session: replace(sess, shown_status=html)}
 
     def memory_line(config: RunConfig, lang: str) -> str:
+        """The memory estimate, then what the data says of the settings ("suggested: …")."""
         from backend.models import ModelError
 
         try:
             estimate = jobs.memory_estimate(config, workspace)
         except ModelError as e:
-            return memory_markdown(None, why_not=str(e), lang=lang)
-        return memory_markdown(estimate.summary(), estimate.fits, lang=lang)
+            line = memory_markdown(None, why_not=str(e), lang=lang)
+        else:
+            line = memory_markdown(estimate.summary(), estimate.fits, lang=lang)
+        return line + "".join(f"  \n💡 {text}" for text in suggestion_lines(config, lang))
+
+    def suggestion_lines(config: RunConfig, lang: str) -> list[str]:
+        from backend.doctor.defaults import data_suggestions
+        from backend.doctor.texts import suggestion_text
+
+        try:
+            found = data_suggestions(config, workspace)
+        except Exception:  # noqa: BLE001 - advice only: a dataset the preview refuses says why there
+            log.debug("no data suggestions", exc_info=True)
+            return []
+        return [suggestion_text(s.key, s.value, s.params, lang) for s in found]
 
     def on_memory(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)

@@ -77,6 +77,11 @@ def dry_run(config, dataset, workspace) -> int:
     print("\n".join(f"  {line}" for line in to_yaml(config, only_changed=True).splitlines()))
     print(f"dataset: {dataset.summary()}")
     print("\n".join(memory_lines(config, workspace)), flush=True)
+    from backend.doctor.defaults import data_suggestions
+    from backend.doctor.texts import suggestion_text
+
+    for s in data_suggestions(config, workspace):
+        print(f"{suggestion_text(s.key, s.value, s.params)}  [--set {s.path}={s.value}]")
     return probe_before_start(config, workspace)
 
 

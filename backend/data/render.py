@@ -55,7 +55,12 @@ def _rendered(tokenizer, title: str, segments: list[tuple[str, bool]]) -> Render
 
 def render_first(ds: datasets.Dataset, info: FormatInfo, mode: str, tokenizer) -> list[Rendered]:
     """The first row of a prepared dataset (prepare_dataset's output), one Rendered per sequence it makes."""
-    row, spec = ds[0], MODES[mode]
+    return render_row(ds[0], info, mode, tokenizer)
+
+
+def render_row(row: dict, info: FormatInfo, mode: str, tokenizer) -> list[Rendered]:
+    """A row of a prepared dataset as its trainer sees it, one Rendered per sequence it makes."""
+    spec = MODES[mode]
     tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
     if spec.online_rl:
         prompt = row["prompt"]

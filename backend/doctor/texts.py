@@ -195,3 +195,27 @@ def describe(check: str, params: dict, lang: str = "en") -> tuple[str, str]:
         return what.format(**p), action.format(**p)
     except (KeyError, ValueError, IndexError):  # a diagnosis stored by another version: its name at least
         return check, ""
+
+
+SUGGESTIONS = {
+    "completion_length": {
+        "en": "suggested: rl.max_completion_length ≥ {value} (now {current}; the reference answers in `{column}` are "
+              "{ref_min}-{ref_max} tokens, and answers that reason first run longer)",
+        "zh": "建议：rl.max_completion_length ≥ {value}（现为 {current}；`{column}` 中的参考答案长 {ref_min}-{ref_max} 个 token，"
+              "先推理再作答的回答会更长）",
+    },
+    "num_generations": {
+        "en": "suggested: rl.num_generations {value} (now {current}; more completions per prompt give groups more "
+              "reward spread, and the batch holds them)",
+        "zh": "建议：rl.num_generations {value}（现为 {current}；每个提示更多的回答让组内奖励更有差异，批次也容得下）",
+    },
+    "max_length": {
+        "en": "suggested: max_length {value} (now {current}; {cut} of the first {rows} rows are longer and would be cut, "
+              "the longest has {longest} tokens)",
+        "zh": "建议：max_length {value}（现为 {current}；前 {rows} 行中有 {cut} 行更长、会被截断，最长的有 {longest} 个 token）",
+    },
+}
+
+
+def suggestion_text(key: str, value, params: dict, lang: str = "en") -> str:
+    return SUGGESTIONS[key]["zh" if lang == "zh" else "en"].format(value=value, **params)

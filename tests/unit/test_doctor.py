@@ -194,3 +194,28 @@ def test_the_stall_rule_reads_progress_and_the_worker_beat(tmp_path):
     assert why.startswith("no training step for 190 s after step 5") and "2.0 s" in why
     store.update_run(run.id, step_at=now - 100)
     assert stall_reason(store.get_run(run.id), now) is None
+
+
+def test_the_doctor_page_documents_every_check_and_threshold():
+    from pathlib import Path
+
+    from backend.doctor import THRESHOLDS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "doctor.md").read_text()
+    missing = [name for name in [*THRESHOLDS, *CHECKS, *TEXTS] if f"`{name}`" not in page]
+    assert not missing, missing
+
+
+def test_the_data_suggests_settings_it_contradicts():
+    from backend.doctor.defaults import Lengths, suggestions
+
+    rl = build_config({**GRPO, "per_device_train_batch_size": 4})
+    found = suggestions(rl, Lengths({"answer": (18, 42, 30)}, ()))
+    assert [(s.path, s.value) for s in found] == [("rl.max_completion_length", 96), ("rl.num_generations", 4)]
+    assert suggestions(build_config(GRPO), Lengths({"answer": (10, 20)}, ())) == []  # 64 holds 2 × 20; batch 2
+    sft = build_config({"mode": "sft", "max_length": 64})
+    cut = suggestions(sft, Lengths({}, (30, 86, 50)))
+    assert [(s.path, s.value) for s in cut] == [("max_length", 128)] and cut[0].params["cut"] == 1
+    from backend.doctor.texts import suggestion_text
+
+    assert "1 of the first 3 rows" in suggestion_text(cut[0].key, cut[0].value, cut[0].params)
