@@ -17,6 +17,7 @@ from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
 from app.tab_polls import TabPolls
 from backend import evals
+from backend.doctor import status_words
 from backend.runs.compare import MAX_COMPARED, config_differences, final_values, load_runs, run_label
 from backend.runs.store import RunStore
 
@@ -84,7 +85,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> None:
         diffs = config_differences([r.config for r in runs]) if len(runs) > 1 else []
         if len(runs) > 1 and not diffs:
             diffs = [("(none)", ["same settings"] * len(runs))]
-        statuses = ("status", [r.status for r in runs])
+        statuses = ("status", [status_words(r) for r in runs])  # "completed — no learning signal"
         setting_rows = [statuses, *diffs] if runs else []
         if cv.changed("settings", (tuple(labels), repr(setting_rows))):
             out[settings] = _frame("setting", labels, setting_rows)

@@ -169,12 +169,14 @@ def cmd_compare(args) -> int:
     finals = final_values(store, runs)
     latest = evals.latest_evaluations(store, [r.id for r in runs])
     if args.json:
-        print_json({"runs": [{"id": r.id, "name": r.name, "status": r.status} for r in runs],
+        print_json({"runs": [{"id": r.id, "name": r.name, "status": r.status, "verdict": r.verdict} for r in runs],
                     "settings": {path: values for path, values in diffs},
                     "final": {name: values for name, values in finals},
                     "evaluations": [evals.comparison_record(f) for f in latest]})
         return 0
-    rows = [("run", [r.id for r in runs]), ("status", [r.status for r in runs]), *diffs]
+    from backend.doctor import status_words
+
+    rows = [("run", [r.id for r in runs]), ("status", [status_words(r) for r in runs]), *diffs]
     if not diffs:
         rows.append(("(settings)", ["all the same"] * len(runs)))
     parts = {len(rows): "final values:"}
