@@ -193,12 +193,20 @@ def reward_hacking(series: Series, config, ended: bool, hints: dict) -> Diagnosi
     return None
 
 
-def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
-    name, points = _first(series, "kl", "objective/kl")
+def _trend(series: Series, *names: str) -> tuple[str, list, float, float] | None:
+    """(metric, its finite points, mean of the first third, of the last) of the first of `names` logged, once it
+    has enough points for a trend."""
+    name, points = _first(series, *names)
     points = _finite(points)
     if len(points) < _T["trend_points"]:
         return None
-    first, last = _thirds([v for _, v in points])
+    return (name, points, *_thirds([v for _, v in points]))
+
+
+def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
+    if (trend := _trend(series, "kl", "objective/kl")) is None:
+        return None
+    name, points, first, last = trend
     if last <= _T["kl_runaway"] or last <= 2 * first:
         return None
     from backend.modes.registry import mode_spec
@@ -213,11 +221,9 @@ def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | 
 
 
 def entropy_collapse(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
-    name, points = _first(series, "entropy", "policy/entropy")
-    points = _finite(points)
-    if len(points) < _T["trend_points"]:
+    if (trend := _trend(series, "entropy", "policy/entropy")) is None:
         return None
-    first, last = _thirds([v for _, v in points])
+    name, points, first, last = trend
     if first <= 0 or last >= _T["entropy_collapse"] * first:
         return None
     fix = {"rl.temperature": min(10.0, round(config.rl.temperature * 1.2, 2)),
