@@ -52,8 +52,10 @@ MODES = {
                          "max_length": 256, "dpo": {"beta": 0.1, "loss_type": "sigmoid"}},
             "steps": 20, "unit": "pairs/s", "higher_is_better": True, "target": 0.95},
     "grpo": {"settings": {"mode": "grpo", "dataset": "demo-math", "per_device_train_batch_size": 4,
+                          # no reward probe: it would draw from the RNG before the first step, and both sides
+                          # must sample the same completions
                           "rl": {"num_generations": 4, "max_completion_length": 32, "temperature": 1.0,
-                                 "beta": 0.0, "loss_type": "dapo"},
+                                 "beta": 0.0, "loss_type": "dapo", "probe": "off"},
                           "reward_sources": [
                               {"type": "numeric_match", "name": "correct", "weight": 1.0,
                                "params": {"column": "answer"}},

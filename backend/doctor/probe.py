@@ -112,14 +112,29 @@ def _generate(model, tokenizer, prompts: list, n: int, config) -> tuple[list[str
 
 
 def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool = True) -> ProbeReport:
-    """Sample, score and diagnose (see the module's text). `dataset`: the run's prepared training rows."""
+    """Sample, score and diagnose (see the module's text). `dataset`: the run's prepared training rows. Inside the
+    run a first look at one step's prompts that finds no reward spread at all looks again at as many other
+    prompts as a probe before Start reads, so that a run is stopped on more than a couple of groups."""
+    k, n = probe_size(config, before_start)
+    report = _probe_rows(model, tokenizer, config, dataset, workspace, range(min(k, len(dataset))), n)
+    most, _ = probe_size(config, before_start=True)
+    if report.no_signal and not before_start and k < most and len(dataset) > k:
+        first = report
+        report = _probe_rows(model, tokenizer, config, dataset, workspace, range(k, min(k + most, len(dataset))), n)
+        report.seconds += first.seconds
+        for d in report.diagnoses:
+            if d.check == "probe_zero_variance":  # both looks count
+                d.params["groups"] += len(set(first.groups))
+    return report
+
+
+def _probe_rows(model, tokenizer, config, dataset, workspace, indices: range, n: int) -> ProbeReport:
     from backend.playground import PromptRow, score
 
     t0 = time.monotonic()
-    k, n = probe_size(config, before_start)
-    rows = dataset.select(range(min(k, len(dataset))))
+    rows = dataset.select(indices)
     prompts = [PromptRow(i + 1, r["prompt"], {c: v for c, v in r.items() if c != "prompt"})
-               for i, r in enumerate(rows)]
+               for i, r in zip(indices, rows)]
     completions, lengths, cut = _generate(model, tokenizer, [p.prompt for p in prompts], n, config)
     groups = [i // n for i in range(len(completions))]
     result = score(config.reward_sources, prompts, completions, workspace, groups=groups)
