@@ -283,7 +283,8 @@ class RunStore:
                 yield db
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # a COMMIT that failed (a full disk) may have rolled back already
+                    db.execute("ROLLBACK")
                 raise
 
     def run_dir(self, run_id: str) -> Path:
