@@ -39,8 +39,10 @@ class _Section(BaseModel):
     @classmethod
     def _on_off(cls, v, info):
         # YAML (a preset, or `--set rl.merged_generation=off`) reads a bare on / off as a boolean
-        if isinstance(v, bool) and {"on", "off"} <= set(get_args(cls.model_fields[info.field_name].annotation)):
-            return "on" if v else "off"
+        if isinstance(v, bool):
+            word = "on" if v else "off"
+            if word in get_args(cls.model_fields[info.field_name].annotation):  # rl.probe has an off, no on
+                return word
         return v
 
     def check(self, run: RunConfig) -> None:

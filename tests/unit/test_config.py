@@ -59,6 +59,7 @@ def test_set_overrides_follow_the_schema_types():
     # YAML reads a bare on / off as a boolean: a setting whose choices are the words takes either
     assert build_config(apply_overrides({}, ["rl.merged_generation=off"])).rl.merged_generation == "off"
     assert build_config({"rl": {"merged_generation": True}}).rl.merged_generation == "on"
+    assert build_config(apply_overrides({}, ["rl.probe=off"])).rl.probe == "off"  # choices with an off and no on
 
 
 def test_bad_set_items_are_explained():
