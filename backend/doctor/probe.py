@@ -37,7 +37,13 @@ class ProbeReport:
 
     @property
     def no_signal(self) -> bool:
+        """The run cannot learn as set (rl.probe: stop ends it)."""
         return any(d.no_signal for d in self.diagnoses)
+
+    @property
+    def flat(self) -> bool:
+        """No probe group had any reward spread."""
+        return any(d.check == "probe_zero_variance" for d in self.diagnoses)
 
     def summary(self) -> str:
         parts = [f"{name} mean {statistics.fmean(v) if v else 0:.3g}" for name, v in
@@ -48,14 +54,14 @@ class ProbeReport:
 
 def probe_size(config, before_start: bool = True) -> tuple[int, int]:
     """(prompts, completions per prompt): one group per prompt, at most MAX_SEQUENCES completions. Inside the
-    run (before_start False) it samples what one step would (its batch), from 2 prompts up: the probe costs the
-    run's start one generation step."""
+    run (before_start False) it samples what one step would (its batch): the probe costs the run's start one
+    generation step (a look that finds no spread looks again, wider: run_probe)."""
     n = min(max(1, config.rl.num_generations), MAX_SEQUENCES)
     most = max(1, min(MAX_PROMPTS, MAX_SEQUENCES // n))
     if before_start:
         return most, n
     per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
-    return max(1, min(most, max(2, per_step // n))), n
+    return max(1, min(most, per_step // n)), n
 
 
 def reference_lengths(config, dataset, tokenizer) -> tuple[str, int, int] | None:
@@ -113,12 +119,12 @@ def _generate(model, tokenizer, prompts: list, n: int, config) -> tuple[list[str
 
 def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool = True) -> ProbeReport:
     """Sample, score and diagnose (see the module's text). `dataset`: the run's prepared training rows. Inside the
-    run a first look at one step's prompts that finds no reward spread at all looks again at as many other
-    prompts as a probe before Start reads, so that a run is stopped on more than a couple of groups."""
+    run a first look at one step's prompts that finds the run cannot learn looks again at as many other prompts
+    as a probe before Start reads, so that a run is stopped on more than one step's groups."""
     k, n = probe_size(config, before_start)
     report = _probe_rows(model, tokenizer, config, dataset, workspace, range(min(k, len(dataset))), n)
     most, _ = probe_size(config, before_start=True)
-    if report.no_signal and not before_start and k < most and len(dataset) > k:
+    if report.no_signal and not before_start and k < most and len(dataset) > k:  # confirmed before it stops a run
         first = report
         report = _probe_rows(model, tokenizer, config, dataset, workspace, range(k, min(k + most, len(dataset))), n)
         report.seconds += first.seconds
@@ -179,11 +185,17 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
         if zero == len(by_group):
             fix = {"rl.max_completion_length": longer_completions(current, ref[2] if ref else None)} if truncated \
                 else more_generations(config)
-            out.insert(0, Diagnosis("probe_zero_variance", "error",
+            # no spread in a sample may be a sparse reward's bad luck; it is the run's fate when every completion
+            # scored the same because none could end, or because a source pays the same for anything
+            same = max(report.totals) - min(report.totals) <= 1e-12
+            constant_paid = any(d.check == "probe_constant" and d.params["value"] != 0 for d in out)
+            proven = same and (report.clipped == n or constant_paid)
+            out.insert(0, Diagnosis("probe_zero_variance", "error" if proven else "warning",
                                     {"groups": len(by_group), "num_generations": config.rl.num_generations,
                                      "suggested": fix.get("rl.num_generations", fix.get("rl.max_completion_length")),
-                                     "truncated": truncated, "stopped": config.rl.probe == "stop"},
-                                    {"metric": "probe", "totals": report.totals}, fix, no_signal=True))
+                                     "truncated": truncated, "stopped": proven and config.rl.probe == "stop",
+                                     "sparse": not proven},
+                                    {"metric": "probe", "totals": report.totals}, fix, no_signal=proven))
         elif zero * 2 >= len(by_group):
             out.append(Diagnosis("probe_some_zero_variance", "warning", {"zero": zero, "groups": len(by_group)},
                                  {"metric": "probe"}, more_generations(config)))

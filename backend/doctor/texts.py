@@ -159,6 +159,9 @@ _CONSTRAINT_FIX = {
 }
 _STOP_TEXT = {"en": "; the run stopped before its first step (rl.probe: warn trains anyway)",
               "zh": "；运行在第一步之前已停止（rl.probe 设为 warn 则照常训练）"}
+_SPARSE_TEXT = {"en": " from these (a sparse reward may still be earned later: the run trains on, and the doctor "
+                       "watches its groups)",
+                "zh": "（稀疏奖励之后仍可能得到：运行继续训练，诊断会持续观察各组）"}
 _REF_TEXT = {"en": " (reference answers in `{column}` are {ref_min}-{ref_max} tokens)",
              "zh": "（`{column}` 中的参考答案长 {ref_min}-{ref_max} 个 token）"}
 _CONSTANT_FIX = {
@@ -179,7 +182,7 @@ def describe(check: str, params: dict, lang: str = "en") -> tuple[str, str]:
         p["share_pct"] = f"{100 * p['share']:.0f}%"
     if check in ("zero_variance", "probe_zero_variance"):
         p["zero_fix"] = _ZERO_FIX[lang][0 if p.get("truncated") else 1].format(**p)
-        p["stop_text"] = _STOP_TEXT[lang] if p.get("stopped") else ""
+        p["stop_text"] = _STOP_TEXT[lang] if p.get("stopped") else _SPARSE_TEXT[lang] if p.get("sparse") else ""
     if check == "probe_truncation":
         p["ref_text"] = _REF_TEXT[lang].format(**p) if p.get("column") else ""
     if check == "probe_constant":

@@ -138,6 +138,8 @@ def test_every_diagnosis_reads_in_both_languages():
                   {}),
         Diagnosis("probe_zero_variance", "error", {"groups": 4, "num_generations": 4, "suggested": 192,
                                                    "truncated": True, "stopped": True}, {}),
+        Diagnosis("probe_zero_variance", "warning", {"groups": 4, "num_generations": 2, "suggested": 4,
+                                                     "truncated": False, "stopped": False, "sparse": True}, {}),
         Diagnosis("probe_some_zero_variance", "warning", {"zero": 2, "groups": 4}, {}),
         Diagnosis("probe_dominant", "warning", {"source": "length", "share": 0.92}, {}),
     ]
@@ -148,6 +150,8 @@ def test_every_diagnosis_reads_in_both_languages():
             assert what != d.check and "{" not in what + action, (d.check, lang, what, action)
     assert "92%" in describe("probe_dominant", made[-1].params)[0]
     assert "rl.max_completion_length=64" in describe("probe_truncation", made[17].params, "zh")[0]
+    sparse = next(d for d in made if d.params.get("sparse"))
+    assert "a sparse reward may still be earned later" in describe(sparse.check, sparse.params)[0]
 
 
 def test_fixes_read_as_set_arguments():
