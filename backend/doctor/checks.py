@@ -30,6 +30,7 @@ THRESHOLDS = {
     "slowdown": 3.0,            # recent steps this many times slower than the first ones
 }
 _T = THRESHOLDS
+SPIKE_SPAN = 200  # steps a loss spike is looked for in (and compared with)
 
 
 @dataclass
@@ -251,8 +252,10 @@ def loss_nan(series: Series, config, ended: bool, hints: dict) -> Diagnosis | No
 
 def loss_spike(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "loss"))
-    for i in range(_T["min_points"], len(points)):
-        before = statistics.median(abs(v) for _, v in points[:i])
+    # the newest SPIKE_SPAN steps, each against the median of the SPIKE_SPAN before it: the check runs on every
+    # logged step of long runs, so its cost must not grow with them
+    for i in range(max(_T["min_points"], len(points) - SPIKE_SPAN), len(points)):
+        before = statistics.median(abs(v) for _, v in points[max(0, i - SPIKE_SPAN):i])
         step, value = points[i]
         if before > 1e-6 and abs(value) > _T["loss_spike"] * before:
             lr = config.learning_rate

@@ -2,6 +2,8 @@
 when they change (the Runs tab's banner, Prometheus) and says so in the run log; at the end, the verdict."""
 from __future__ import annotations
 
+import time
+
 from transformers import TrainerCallback
 
 from backend.doctor import THRESHOLDS, Diagnosis, Series, describe, diagnose, series_of, to_json, verdict_of
@@ -41,9 +43,14 @@ class DoctorCallback(TrainerCallback):
         for name, value in (logs or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.series.setdefault(name, []).append((state.global_step, float(value)))
-        self.update(ended=False)
+        if time.monotonic() - self.last >= self.EVERY_S:  # fast steps of a long run: not on every one
+            self.update(ended=False)
+
+    EVERY_S = 1.0
+    last = 0.0
 
     def update(self, ended: bool) -> list[Diagnosis]:
+        self.last = time.monotonic()
         found = diagnose(self.series, self.config, ended=ended, hints=self.hints)
         if self.pinned and not ended and max((len(v) for v in self.series.values()), default=0) < THRESHOLDS["min_points"]:
             found = self.pinned + found
