@@ -34,7 +34,7 @@ def banner_markdown(found: list[Diagnosis], lang: str = i18n.DEFAULT) -> str:
     words = SEVERITY[_lang(lang)]
     top, *rest = found
     what, action = _line(top, lang)
-    icon = "⛔" if top.severity == "error" else "⚠️"
+    icon = "✖" if top.severity == "error" else "⚠"  # in every font (an emoji one may be missing)
     text = f"{icon} **{i18n.text('doctor.title', lang)} — {words.get(top.severity, top.severity)}:** {what}"
     if action:
         text += f"  \n→ {action}"

@@ -151,6 +151,8 @@ def progress_html(run: Run | None, now: float | None = None, empty: str | None =
     if run is None:
         return f'<div class="wb-progress wb-empty">{html.escape(empty or i18n.text("status.no_run", lang))}</div>'
     color = _STATUS_COLORS.get(run.status, "#6b7280")
+    if (run.status == "completed" and run.verdict) or (run.status == "running" and run.stalled):
+        color = _STATUS_COLORS["stopped"]  # ended, or runs, without learning: not the green of a success
     pct = 100 * progress_fraction(run)
     busy = " wb-busy" if run.status == "running" and not run.total_steps else ""
     return (f'<div class="wb-progress" data-status="{run.status}">'
