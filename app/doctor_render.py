@@ -6,7 +6,7 @@ import html
 
 from app import i18n
 from backend.config import ConfigError, RunConfig, build_config, set_path
-from backend.doctor import Diagnosis, describe, fix_text, stored_diagnoses
+from backend.doctor import Diagnosis, describe, fix_text, stored_diagnoses, with_stall
 from backend.doctor.texts import SEVERITY
 
 
@@ -21,10 +21,7 @@ def _line(d: Diagnosis, lang: str) -> tuple[str, str]:
 
 def run_diagnoses(run) -> list[Diagnosis]:
     """What the banner shows for a run: a stalled worker first, then what its worker last stored."""
-    found = stored_diagnoses(run)
-    if run.stalled and run.status == "running":
-        found = [Diagnosis("stalled", "error", {"why": run.stalled}, {}), *found]
-    return found
+    return with_stall(run, stored_diagnoses(run))
 
 
 def banner_markdown(found: list[Diagnosis], lang: str = i18n.DEFAULT) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app import i18n
 from backend.config import RunConfig, field_paths, get_path, to_yaml
+from backend.doctor import status_words
 from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
@@ -99,8 +100,6 @@ def run_table_rows(runs: list[Run], now: float | None = None, lang: str = i18n.D
 
 def _status_word(run: Run, lang: str = i18n.DEFAULT) -> str:
     """The status word, and what the run doctor says of it: "completed — no learning signal", "running — stalled"."""
-    from backend.doctor import status_words
-
     if run.status == "running" and run.stop_requested:
         return i18n.text("status.stopping", lang)
     return status_words(run, lang, status_text)

@@ -17,14 +17,13 @@ import re
 import shutil
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from backend.doctor import NO_SIGNAL_VERDICT, stored_diagnoses
+from backend.doctor import NO_SIGNAL_VERDICT, parse_diagnoses
 from backend.labeling import label_counts
 from backend.runs.store import ENDED, STATUSES, RunStore
 
@@ -107,8 +106,7 @@ class WorkbenchCollector:
             health = ("stalled" if running and run["stalled"] else
                       "no_signal" if run["verdict"] == NO_SIGNAL_VERDICT else "ok")
             info.add_metric([*ids, run["status"], health], 1)
-            stored = stored_diagnoses(SimpleNamespace(diagnoses=run["diagnoses"]))  # a row, where it reads a Run
-            findings = {(d.check, d.severity) for d in stored}
+            findings = {(d.check, d.severity) for d in parse_diagnoses(run["diagnoses"])}
             for check, severity in sorted(findings):  # one series per check and severity, however often stored
                 diagnosis.add_metric([*ids, check, severity], 1)
             if run["status"] == "queued":

@@ -14,7 +14,7 @@ from backend.doctor.texts import NO_SIGNAL, SEVERITY, STALLED, describe
 from backend.modes.registry import mode_spec
 
 __all__ = ["CHECKS", "THRESHOLDS", "Diagnosis", "Series", "describe", "diagnose", "diagnose_run", "series_of",
-           "stored_diagnoses", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
+           "stored_diagnoses", "parse_diagnoses", "with_stall", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
            "status_words", "fix_text", "report_lines"]
 
 NO_SIGNAL_VERDICT = "no_signal"
@@ -53,22 +53,31 @@ def diagnose_run(store, run) -> list[Diagnosis]:
     measured), else read from all its metrics now; a stalled worker's first."""
     if not run.active and (stored := stored_diagnoses(run)):
         return stored
-    found = diagnose(series_of(store, run.id), run.config, ended=not run.active)
-    if run.stalled and run.status == "running":
-        found.insert(0, Diagnosis("stalled", "error", {"why": run.stalled}, {}))
-    return found
+    return with_stall(run, diagnose(series_of(store, run.id), run.config, ended=not run.active))
 
 
 def to_json(diagnoses: list[Diagnosis]) -> str:
     return json.dumps([d.to_dict() for d in diagnoses], allow_nan=False, default=str)
 
 
-def stored_diagnoses(run) -> list[Diagnosis]:
-    """What the worker last stored for a run (the live diagnoses; the final ones once it ended)."""
+def parse_diagnoses(text: str | None) -> list[Diagnosis]:
+    """The `runs.diagnoses` column read back ([] when empty or written by another version)."""
     try:
-        return [Diagnosis.from_dict(d) for d in json.loads(run.diagnoses or "[]")]
+        return [Diagnosis.from_dict(d) for d in json.loads(text or "[]")]
     except (ValueError, TypeError):
         return []
+
+
+def stored_diagnoses(run) -> list[Diagnosis]:
+    """What the worker last stored for a run (the live diagnoses; the final ones once it ended)."""
+    return parse_diagnoses(run.diagnoses)
+
+
+def with_stall(run, found: list[Diagnosis]) -> list[Diagnosis]:
+    """`found` with a running run's stall (its supervisor's judgement) first."""
+    if run.stalled and run.status == "running":
+        return [Diagnosis("stalled", "error", {"why": run.stalled}, {}), *found]
+    return found
 
 
 def verdict_of(diagnoses: list[Diagnosis]) -> str:

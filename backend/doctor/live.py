@@ -10,6 +10,7 @@ from backend.doctor import THRESHOLDS, Diagnosis, Series, describe, diagnose, se
 
 
 def log_lines(diagnoses: list[Diagnosis]) -> list[str]:
+    """`doctor: <severity>: what -> action`, the run log's form (grep-able by severity)."""
     out = []
     for d in diagnoses:
         what, action = describe(d.check, d.params)
@@ -20,13 +21,16 @@ def log_lines(diagnoses: list[Diagnosis]) -> list[str]:
 class DoctorCallback(TrainerCallback):
     """Main process only. Keeps the run's series in memory (read from the store once, for a resumed run)."""
 
+    EVERY_S = 1.0  # the most often it diagnoses (fast steps of a long run: not on every one)
+
     def __init__(self, store, run_id: str, config):
         self.store, self.run_id, self.config = store, run_id, config
         self.series: Series = {}
         self.said: set[tuple[str, str]] = set()
         self.found: list[Diagnosis] = []
-        self.pinned: list[Diagnosis] = []
-        self.hints: dict = {}  # the reward probe's, shown until the run has its own evidence
+        self.pinned: list[Diagnosis] = []  # the reward probe's, shown until the run has its own evidence
+        self.hints: dict = {}  # what the probe measured (the longest reference answer)
+        self.last = 0.0
 
     def pin(self, diagnoses: list[Diagnosis]) -> None:
         self.pinned = list(diagnoses)
@@ -43,11 +47,8 @@ class DoctorCallback(TrainerCallback):
         for name, value in (logs or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self.series.setdefault(name, []).append((state.global_step, float(value)))
-        if time.monotonic() - self.last >= self.EVERY_S:  # fast steps of a long run: not on every one
+        if time.monotonic() - self.last >= self.EVERY_S:
             self.update(ended=False)
-
-    EVERY_S = 1.0
-    last = 0.0
 
     def update(self, ended: bool) -> list[Diagnosis]:
         self.last = time.monotonic()

@@ -546,9 +546,7 @@ class StallWatch:
         self.store.heartbeat(self.run_id)
         run = self.store.get_run(self.run_id)
         why = stall_reason(run, time.time()) or ""
-        if why == run.stalled or (not why and not run.stalled):
-            return
-        if bool(why) == bool(run.stalled):  # still stalled: the figures grew, the mark stays as first written
+        if bool(why) == bool(run.stalled):  # unchanged (still stalled: the mark stays as first written)
             return
         self.store.update_run(self.run_id, stalled=why)
         print(f"stalled: {why}; stall_action: {run.config.stall_action}" if why else

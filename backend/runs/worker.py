@@ -71,25 +71,16 @@ def _refused(e: BaseException) -> bool:
     return isinstance(e, (ConfigError, DatasetError, ModelError))
 
 
-def _say_suggestions(config, dataset, info, model_path: str) -> None:
-    """What the data says of the run's settings (backend/doctor/defaults.py), at the top of the log."""
-    from backend.data.templates import template_text
+def _say_suggestions(config, dataset, info, tokenizer) -> None:
+    """What the data says of the run's settings (backend/doctor/defaults.py), in the log before the first step."""
     from backend.doctor.defaults import measure, suggestions
     from backend.doctor.texts import suggestion_text
-    from backend.models import load_tokenizer
 
     try:
-        tokenizer = load_tokenizer(model_path, chat_template=template_text(config.data.chat_template))
         for s in suggestions(config, measure(config, dataset, info, tokenizer)):
             print(f"doctor: {suggestion_text(s.key, s.value, s.params)}", flush=True)
     except Exception as e:  # noqa: BLE001 - advice only: never a reason to stop the run
         print(f"doctor: the data's lengths were not measured ({type(e).__name__}: {e})", flush=True)
-
-
-def _exit_repeats() -> int:
-    from backend.runs.jobs import EXIT_REPEATS
-
-    return EXIT_REPEATS
 
 
 def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
@@ -151,8 +142,6 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
                                                      workspace=store.workspace, options=DataOptions.of(config))
         print(f"dataset: {info.summary(rows=len(dataset))}", flush=True)
-        if is_main:
-            _say_suggestions(config, dataset, info, model_path)
         if eval_dataset is not None:
             where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"
             print(f"evaluation: {len(eval_dataset)} rows ({where}), "
@@ -187,17 +176,18 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         if is_main:
             from backend.doctor.live import DoctorCallback
 
+            _say_suggestions(config, dataset, info, trainer.processing_class)  # the trainer's tokenizer, loaded
             doctor = DoctorCallback(store, run_id, config)
             trainer.add_callback(doctor)
-        from backend.runs.jobs import resume_checkpoint
+        from backend.runs.jobs import EXIT_REPEATS, resume_checkpoint
 
         checkpoint = resume_checkpoint(store, record)
         if checkpoint is None and (why := _probe(trainer, ctx, is_main, doctor)):
             if node_main:
-                store.finish_run(run_id, "failed", error=why, exit_code=_exit_repeats())
+                store.finish_run(run_id, "failed", error=why, exit_code=EXIT_REPEATS)
                 store.update_run(run_id, verdict="no_signal")
             print(f"run {run_id} stopped before its first step: {why}", flush=True)
-            return _exit_repeats()
+            return EXIT_REPEATS
         if checkpoint:
             print(f"attempt {record.attempt}: resuming from {checkpoint}", flush=True)
             _resume(trainer, checkpoint, config.max_steps)
