@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from app import i18n
-from backend.config import RunConfig, field_paths, get_path, to_yaml
+from backend.config import RunConfig, applies, field_paths, get_path, to_yaml
 from backend.doctor import status_words
+from backend.runs.stall import forcing_in
 from backend.runs.store import Run
 
 RUN_COLUMNS = ["name", "mode", "status", "progress", "started", "duration", "id"]
@@ -115,6 +116,8 @@ def status_line(run: Run, now: float | None = None, lang: str = i18n.DEFAULT) ->
         parts.append(t("status.attempt", n=run.attempt))
     if run.status == "running" and run.stop_requested:
         parts[0] = t("status.stop_requested")
+        if (left := forcing_in(run, now)) is not None:
+            parts.append(t("status.forcing_in", s=f"{left:.0f}") if left > 0 else t("status.forcing"))
     elif run.status == "running" and not run.train_started_at:
         parts.append(t("status.loading"))
     if run.status == "queued" and run.waiting:
@@ -210,12 +213,13 @@ def _flag_value(value) -> str:
 
 
 def changed_settings(config: RunConfig) -> list[tuple[str, object]]:
-    """(path, value) of every setting that differs from the schema's default, in schema order."""
+    """(path, value) of every setting that differs from the schema's default, in schema order; those the run does
+    not read (another mode's, left on the form) are left out: `launch.py train` refuses them."""
     data = config.model_dump()
     out = []
     for path, info in field_paths():
         value = get_path(data, path)
-        if value != info.get_default(call_default_factory=True):
+        if value != info.get_default(call_default_factory=True) and applies(path, config):
             out.append((path, value))
     return out
 

@@ -379,6 +379,8 @@ UI: dict[str, tuple[str, str]] = {
     "status.interrupted": ("interrupted", "已中断"),
     "status.stopping": ("running (stopping)", "运行中（正在停止）"),
     "status.stop_requested": ("running · stop requested, saving the adapter", "运行中 · 已请求停止，正在保存适配器"),
+    "status.forcing_in": ("forcing in {s} s", "{s} 秒后强制停止"),
+    "status.forcing": ("forcing it now", "正在强制停止"),
     "status.attempt": ("attempt {n}", "第 {n} 次尝试"),
     "status.loading": ("loading the model and data", "正在加载模型和数据"),
     "status.step": ("step {step}", "第 {step} 步"),

@@ -156,7 +156,7 @@ def join(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, mes
 # ---- handlers ----
 
 def on_load(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Request) -> dict:
-    # the tab may have been opened (and an item claimed) before this ran: keep that view as it is
+    # the tab may have been opened before this ran (the view is active then): the item is taken here
     v = replace(restore(store, v, saved, request), lang=i18n.lang_of(request))
     out = join(ui, store, v, v.session_id)
     choices = session_choices(store)
@@ -168,11 +168,14 @@ def on_load(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Reque
 
 
 def on_open(ui: LabelUI, store: RunStore, v: LabelView, saved, request: gr.Request) -> dict:
-    known = bool(v.client)  # the page's load event has filled the annotator box already
+    if not v.client and not (isinstance(saved, dict) and saved.get("client")):
+        # before the page's load event, the browser's storage may not be read yet: that event restores this
+        # browser's labeler (a new one only if it has none) and takes the item
+        return {ui.view: replace(v, active=True)}
     v = replace(restore(store, v, saved, request), active=True, lang=i18n.lang_of(request))
     out = join(ui, store, v, v.session_id) | {ui.remember: remembered(v),
                                               ui.session: gr.update(choices=session_choices(store), value=v.session_id)}
-    return out if known else out | {ui.annotator: v.annotator}
+    return out
 
 
 def on_mode(ui: LabelUI, mode: str, compare: str) -> dict:
@@ -357,9 +360,15 @@ def on_train(ui: LabelUI, store: RunStore, train_fields: dict, polls: TabPolls, 
 
 # ---- wiring ----
 
+# the events that write the view run one at a time, each reading the view the last one left (a tab opened while
+# the page still loads keeps its item; a tick never puts back the item a label moved on from); each takes ms
+SERIAL = dict(concurrency_id="label-view", concurrency_limit=1)
+
+
 def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | None) -> None:
     f, items, layout_outputs = ui.new, ui.item_outputs, ui.session_outputs
     hidden = dict(show_progress="hidden")
+    once = dict(SERIAL, trigger_mode="once")
     gr.on([f.mode.change, f.compare.change], bind(on_mode, ui), [f.mode, f.compare], [f.compare, f.model_b, f.temp_b],
           **hidden)
     f.source.change(bind(on_source, ui), f.source, [f.dataset, f.column, f.limit, f.upload, f.typed], **hidden)
@@ -367,16 +376,15 @@ def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | Non
                   [ui.remember, ui.session, f.box, ui.annotator, f.message, *items, *layout_outputs],
                   concurrency_limit=None, show_progress="minimal", show_progress_on=[f.message])
     ui.session.input(bind(on_session, ui, store), [ui.view, ui.session, ui.annotator],
-                     [ui.remember, ui.summary, *items, *layout_outputs], **hidden)
+                     [ui.remember, ui.summary, *items, *layout_outputs], **SERIAL, **hidden)
     gr.on([ui.annotator.blur, ui.annotator.submit], bind(on_annotator, ui), [ui.view, ui.annotator],
-          [ui.remember, ui.view, ui.annotator], **hidden)
+          [ui.remember, ui.view, ui.annotator], **SERIAL, **hidden)
     for choice, button in ui.choice_buttons.items():
         button.click(bind(on_label, ui, store, choice), {ui.view, ui.item_box, ui.annotator, ui.edit, ui.note},
-                     [*items, ui.edit, ui.note, ui.remember], concurrency_limit=None, trigger_mode="once", **hidden)
-    ui.undo.click(bind(on_undo, ui, store), [ui.view, ui.annotator], [*items, ui.edit, ui.note],
-                  concurrency_limit=None, trigger_mode="once", **hidden)
-    polls.add("labeling", bind(on_tick, ui, store), ui.view, items, concurrency_limit=None, **hidden)
-    ui.resume.click(bind(on_resume, ui, store), ui.view, [*items, *layout_outputs], **hidden)
+                     [*items, ui.edit, ui.note, ui.remember], **once, **hidden)
+    ui.undo.click(bind(on_undo, ui, store), [ui.view, ui.annotator], [*items, ui.edit, ui.note], **once, **hidden)
+    polls.add("labeling", bind(on_tick, ui, store), ui.view, items, **SERIAL, **hidden)
+    ui.resume.click(bind(on_resume, ui, store), ui.view, [*items, *layout_outputs], **SERIAL, **hidden)
     ui.from_a.click(bind(on_edit_from, store, "a"), ui.item_box, ui.edit, **hidden)
     ui.from_b.click(bind(on_edit_from, store, "b"), ui.item_box, ui.edit, **hidden)
     e = ui.export
@@ -398,12 +406,10 @@ def build(store: RunStore, polls: TabPolls, train_fields: dict | None = None, wo
     tab's words."""
     ui = layout(store, words)
     wire(ui, store, polls, train_fields)
-    # one at a time, each reading the view the other left: a tab opened while the page still loads keeps its item
-    serial = dict(concurrency_id="label-view", concurrency_limit=1)
     load_outputs = [ui.remember, ui.session, ui.annotator, ui.new.box, ui.new.model_a, ui.new.model_b, ui.summary,
                     *ui.item_outputs, *ui.session_outputs]
     open_outputs = [ui.remember, ui.session, ui.annotator, *ui.item_outputs, *ui.session_outputs]
     inputs = [ui.view, ui.remember]
-    return LabelTab(load=(bind(on_load, ui, store), dict(inputs=inputs, outputs=load_outputs, **serial)),
-                    open=(bind(on_open, ui, store), dict(inputs=inputs, outputs=open_outputs, **serial)),
+    return LabelTab(load=(bind(on_load, ui, store), dict(inputs=inputs, outputs=load_outputs, **SERIAL)),
+                    open=(bind(on_open, ui, store), dict(inputs=inputs, outputs=open_outputs, **SERIAL)),
                     remember=ui.remember, ui=ui)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import logging
 import os
 import sqlite3
 import threading
@@ -31,7 +30,6 @@ from backend.doctor import fix_text  # noqa: E402
 from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
 
-log = logging.getLogger("workbench.ui")
 TITLE = "RL post-training workbench"
 POLL_SECONDS = 1.5
 POLLING_TABS = ("train", "runs", "evaluate", "sweeps", "labeling")  # the first is the tab a page opens on
@@ -280,17 +278,23 @@ def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
 
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
               auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False, lang: str = i18n.DEFAULT):
+    from app import auth as login
     from backend.monitoring import open_warning
 
-    if warning := open_warning(host, auth):
-        log.warning(warning)
+    warning = open_warning(host, auth)  # the page's banner; `launch.py ui` has printed it once already
     demo = build_app(workspace, warning, lang)
     demo.queue(default_concurrency_limit=4)
+    routes = [metrics_route(workspace, auth), stamp_route(workspace)]  # Gradio's follow
+    if auth:
+        routes.append(login.routes_route())
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,
                        theme=theme(), css=CSS + label_layout.CSS, ssr_mode=False, show_error=False,
                        footer_links=["settings"], js=label_layout.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
-                       app_kwargs={"routes": [metrics_route(workspace, auth), stamp_route(workspace)],  # Gradio's follow
+                       enable_monitoring=False,  # its /monitoring/<key> page opened without the login
+                       app_kwargs={"routes": routes,
+                                   # Gradio checks the login on some of its routes only
+                                   "middleware": [login.guard()] if auth else [],
                                    "lifespan": dispatching(workspace),
                                    # FastAPI's route listing would answer without --auth; the UI needs none of it
                                    "openapi_url": None, "docs_url": None, "redoc_url": None},

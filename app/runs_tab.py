@@ -363,19 +363,22 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
         after = rest[min(i, len(rest) - 1)] if rest else None  # the next run in the table, else the one above
         return render(v.select(after), lang) | {select: run_selection(store, after)}
 
+    # one at a time, each reading the view the last one left: a poll from opening the tab that ended after the
+    # page's first selection would otherwise put back a view with no run selected
+    serial = dict(concurrency_id="runs-view", concurrency_limit=1)
     # the poll only reads the store: the server's dispatcher thread (backend.runs.jobs.start_dispatcher) moves the queue
-    polls.add("runs", on_poll, view, outputs, show_progress="hidden")
+    polls.add("runs", on_poll, view, outputs, show_progress="hidden", **serial)
     gr.on([note.blur, note.submit], on_note, [note, view], None, show_progress="hidden")
-    delete.click(on_delete, view, outputs, show_progress="hidden")
-    confirm.click(on_confirm_delete, view, outputs, show_progress_on=progress)
-    select.change(on_select, [select, view], outputs, show_progress="hidden")
+    delete.click(on_delete, view, outputs, show_progress="hidden", **serial)
+    confirm.click(on_confirm_delete, view, outputs, show_progress_on=progress, **serial)
+    select.change(on_select, [select, view], outputs, show_progress="hidden", **serial)
     table.select(on_table_select, None, select)
-    samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden")
-    stop.click(on_stop, view, outputs, show_progress_on=progress)
+    samples_step.input(on_sample_step, [samples_step, view], outputs, show_progress="hidden", **serial)
+    stop.click(on_stop, view, outputs, show_progress_on=progress, **serial)
     for i, box in enumerate(group_boxes):
-        box.expand(on_group(i, True), view, outputs, show_progress="hidden")
-        box.collapse(on_group(i, False), view, outputs, show_progress="hidden")
-    resume.click(on_resume, view, outputs, show_progress_on=progress)
+        box.expand(on_group(i, True), view, outputs, show_progress="hidden", **serial)
+        box.collapse(on_group(i, False), view, outputs, show_progress="hidden", **serial)
+    resume.click(on_resume, view, outputs, show_progress_on=progress, **serial)
     return RunsTab(select=select, outputs=outputs, render=render, evaluate=evaluate, fix=fix)
 
 

@@ -415,7 +415,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         if not path:
             return {message: i18n.text("train.choose_preset", lang)}
         try:
-            config = load_config(path)
+            config = load_config(path, only_applicable=False)  # the form keeps other modes' settings
         except ConfigError as e:
             return {message: error_markdown(e.errors, i18n.text("train.cannot_load", lang), lang)}
         return form.updates_from(config) | {message: i18n.text("train.loaded", lang, name=Path(path).stem)}

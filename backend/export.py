@@ -69,6 +69,7 @@ def locate(store: RunStore, run_id: str) -> RunArtifact:
 def _check_target(out: Path, overwrite: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file; give a folder to export into")
+    _check_writable(out)
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise ExportError(f"{out} already exists and is not empty; choose another folder, or replace an "
@@ -76,6 +77,21 @@ def _check_target(out: Path, overwrite: bool) -> None:
         if not is_export(out):
             raise ExportError(f"{out} is not empty and is not an earlier export (no model card of this workbench "
                               "in it); refusing to replace it: choose another folder")
+
+
+def _check_writable(out: Path) -> None:
+    """The export is written beside `out` and renamed into place: the nearest folder above it that exists must
+    take new files (not /proc, a read-only mount, another user's folder). Tried with an empty folder, removed."""
+    import tempfile
+
+    above = next(p for p in out.parents if p.exists())
+    if not above.is_dir():
+        raise ExportError(f"{out}: {above} is a file, not a folder; give a folder to export into")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".export-check-", dir=above))
+    except OSError as e:
+        raise ExportError(f"{out} cannot be written: {above} takes no new files ({e.strerror or e}); choose a "
+                          "folder you can write to") from None
 
 
 def _temp_sibling(path: Path) -> Path:
@@ -142,9 +158,9 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
     """Export a run's adapter (or, with `merge`, a merged model) into `out`, with its model card; `make_zip`
     also writes `out`.zip beside it. A full fine-tuning run is copied whatever `merge` says."""
     report = progress or _noop
-    art = locate(store, run_id)
     out = Path(out).expanduser().resolve()
-    _check_target(out, overwrite)
+    _check_target(out, overwrite)  # first: it is cheap, and the run may be fine
+    art = locate(store, run_id)
     zip_share = 0.25 if make_zip else 0.0
 
     def part(lo: float, hi: float) -> Progress:  # maps a step's 0..1 onto its share of the whole

@@ -1,15 +1,24 @@
 """Quick, bounded look-ups on the Hugging Face Hub, for checking a model or dataset id before a run starts.
 
 huggingface_hub retries a failed request five times with back-off (~23 s when DNS fails), and a network
-that drops packets can hang longer, so every look-up here runs in a daemon thread under a deadline.
+that drops packets can hang longer, so every look-up here runs in a daemon thread under a deadline, after one
+quiet connection to the Hub's host: offline, that fails at once, and the caller says so in one message.
 Offline mode is read from the environment at call time: huggingface_hub reads it once, at import.
 """
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import threading
+import time
+from urllib.parse import urlsplit
 
 HUB_TIMEOUT_S = 5.0
+REACH_MEMORY_S = 30.0  # how long one reachability check answers for the look-ups after it
+_THREAD = "hub-lookup"
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+_reached: dict[tuple[str, int], tuple[float, str | None]] = {}
 
 
 class HubError(Exception):
@@ -26,7 +35,50 @@ def hub_offline() -> bool:
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+class _Quiet(logging.Filter):
+    """Drops huggingface_hub's "Retrying in 1s" lines logged from a look-up's thread: the caller's one message
+    says what failed, and a thread left behind by its deadline would go on printing them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return threading.current_thread().name != _THREAD
+
+
+def _quiet_hub_logs() -> None:
+    for name in ("huggingface_hub.utils._http", "huggingface_hub.file_download", "huggingface_hub.hf_api"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Quiet) for f in logger.filters):
+            logger.addFilter(_Quiet())
+
+
+def _unreachable() -> str | None:
+    """Why the Hub's host takes no connection (a name that does not resolve, no route, refused), or None: one TCP
+    connect, remembered REACH_MEMORY_S, so a look-up fails at once offline instead of retrying for ~15 s. Not
+    tried behind a proxy, which may reach what this machine cannot."""
+    if any(os.environ.get(v) for v in _PROXY_VARS):
+        return None
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    if not url.hostname:
+        return None
+    where = (url.hostname, url.port or (443 if url.scheme == "https" else 80))
+    when, why = _reached.get(where, (float("-inf"), None))
+    if time.monotonic() - when < REACH_MEMORY_S:
+        return why
+    try:
+        socket.create_connection(where, timeout=HUB_TIMEOUT_S).close()
+        why = None
+    except OSError as e:
+        why = f"cannot connect to {where[0]}: {e.strerror or e}"
+    _reached[where] = (time.monotonic(), why)
+    return why
+
+
+def _check_reachable(timeout: float) -> None:
+    if why := _with_deadline(_unreachable, timeout):  # name resolution has no timeout of its own
+        raise HubError("unreachable", why)
+
+
 def _with_deadline(fn, timeout: float):
+    _quiet_hub_logs()
     box: dict = {}
 
     def target():
@@ -35,7 +87,7 @@ def _with_deadline(fn, timeout: float):
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
 
-    thread = threading.Thread(target=target, daemon=True, name="hub-lookup")
+    thread = threading.Thread(target=target, daemon=True, name=_THREAD)
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
@@ -90,6 +142,7 @@ def fetch_hub_file(repo_id: str, filename: str, repo_type: str = "model", timeou
     from huggingface_hub import hf_hub_download
 
     timeout = HUB_TIMEOUT_S if timeout is None else timeout
+    _check_reachable(timeout)
     try:
         return _with_deadline(lambda: hf_hub_download(
             repo_id, filename, repo_type=repo_type, etag_timeout=timeout,
@@ -105,6 +158,7 @@ def probe_hub_repo(repo_id: str, repo_type: str = "dataset", timeout: float | No
     from huggingface_hub import HfApi
 
     timeout = HUB_TIMEOUT_S if timeout is None else timeout
+    _check_reachable(timeout)
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
     try:
         _with_deadline(lambda: api.repo_info(repo_id, repo_type=repo_type, timeout=timeout), timeout)

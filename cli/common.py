@@ -20,8 +20,11 @@ def workspace_option() -> argparse.ArgumentParser:
 
 
 def workspace(args) -> str:
-    from backend.runs.store import default_workspace
+    from backend.runs.store import WorkspaceError, default_workspace
 
+    if args.workspace is not None and not args.workspace.strip():  # '' would fall back to ./workspace silently
+        raise WorkspaceError(f"--workspace {args.workspace!r}: no folder named; give one (e.g. --workspace "
+                             "~/workbench), or leave the option out for $WORKBENCH_WORKSPACE or ./workspace")
     return args.workspace or str(default_workspace())
 
 

@@ -49,7 +49,8 @@ def cmd_runs(args) -> int:
     from backend.runs.jobs import dispatch
 
     store = open_store(args)
-    dispatch(store)
+    if not store.read_only:  # dispatching writes (starts queued runs, marks dead ones)
+        dispatch(store)
     runs = store.list_runs(tuple(args.status) if args.status else None)
     if args.json:
         print_json([{"id": r.id, "name": r.name, "mode": r.mode, "status": r.status, "step": r.step,
@@ -74,7 +75,8 @@ def cmd_show(args) -> int:
     from backend.runs.jobs import dispatch, log_tail
 
     store = open_store(args)
-    dispatch(store)
+    if not store.read_only:  # dispatching writes (starts queued runs, marks dead ones)
+        dispatch(store)
     try:
         run = store.get_run(args.run_id)
     except KeyError as e:
@@ -207,6 +209,10 @@ def cmd_stop(args) -> int:
         outcome = stop_run(store, args.run_id, force=args.force)
     except KeyError as e:
         return bad_input(e.args[0])
+    if outcome == "stopping":
+        grace = store.get_run(args.run_id).config.stop_grace_s
+        outcome += (f" (it saves its adapter at its next step; if it has not ended in {grace} s, its processes are "
+                    "killed: stop_grace_s, or stop --force now)")
     print(f"run {args.run_id}: {outcome}")
     return 0
 

@@ -11,7 +11,7 @@ def add_parsers(sub, common) -> None:
     ui = sub.add_parser("ui", parents=[common], help="start the web UI (default)")
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=7860)
-    ui.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"), help="user:password")
+    ui.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH") or None, help="user:password")
     ui.add_argument("--lang", choices=["en", "zh"], default=os.environ.get("WORKBENCH_LANG") or "en",
                     help="interface language of a browser that has not chosen one in the header (en, zh)")
     ui.set_defaults(func=cmd_ui)
@@ -20,24 +20,43 @@ def add_parsers(sub, common) -> None:
                         help="serve only /metrics (Prometheus) for the workspace, without the web UI")
     me.add_argument("--host", default="127.0.0.1")
     me.add_argument("--port", type=int, default=9101)
-    me.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH"),
+    me.add_argument("--auth", default=os.environ.get("WORKBENCH_AUTH") or None,
                     help="user:password, asked of scrapers as HTTP basic auth")
     me.set_defaults(func=cmd_metrics)
 
 
+MIN_PASSWORD = 2
+
+
 def _auth(args):
     """--auth user:password -> (user, password); None without it; False (after saying why) when malformed."""
-    if not args.auth:
+    if args.auth is None:
         return None
-    if ":" not in args.auth:
-        print("--auth: expected user:password", file=sys.stderr)
+    user, colon, password = args.auth.partition(":")
+    # the password itself is never echoed: it may be the real one with a typo
+    why = ("expected user:password" if not colon else
+           "the user name is missing (expected user:password)" if not user.strip() else
+           "the password is empty" if not password else
+           f"the password is too short: use at least {MIN_PASSWORD} characters" if len(password) < MIN_PASSWORD else
+           None)
+    if why:
+        print(f"--auth: {why}", file=sys.stderr)
         return False
-    return tuple(args.auth.split(":", 1))
+    return user.strip(), password  # Gradio strips the name typed at its login
+
+
+def _not_a_port(port: int) -> str | None:
+    if 1 <= port <= 65535:
+        return None
+    return f"--port {port}: not a TCP port; give one from 1 to 65535"  # socket.bind would raise OverflowError
 
 
 def _port_taken(host: str, port: int) -> str | None:
     """Why `port` cannot be served on `host` (with a free one to use instead), or None when it can."""
     import socket
+
+    if why := _not_a_port(port):
+        return why
 
     def free(p: int) -> bool:
         with socket.socket() as s:
@@ -64,11 +83,11 @@ def _warn_if_open(args, auth) -> None:
 
 
 def cmd_ui(args) -> int:
-    from app.main import launch_ui  # gradio is imported here only: the other commands start without it
-
     auth = _auth(args)
     if auth is False:
         return EXIT_BAD_INPUT
+    from app.main import launch_ui  # gradio is imported here only: the other commands start without it
+
     if why := _port_taken(args.host, args.port):
         return bad_input(f"cannot start the UI: {why}")
     _warn_if_open(args, auth)
@@ -79,6 +98,8 @@ def cmd_ui(args) -> int:
 def cmd_metrics(args) -> int:
     from backend.monitoring import serve
 
+    if why := _not_a_port(args.port):
+        return bad_input(f"cannot serve the metrics: {why}")
     auth = _auth(args)
     if auth is False:
         return EXIT_BAD_INPUT

@@ -161,7 +161,9 @@ def follow_run(store, run_id) -> int:
             time.sleep(1.0)
     except KeyboardInterrupt as e:
         why = f"{e.args[0]}: " if isinstance(e, _Signalled) else ""
-        _say(f"\n{why}stopping: the run saves its adapter and exits (Ctrl-C again to leave it running)")
+        grace = store.get_run(run_id).config.stop_grace_s
+        _say(f"\n{why}stopping: the run saves its adapter and exits, or is killed if it has not in {grace} s "
+             "(stop_grace_s; Ctrl-C again to leave it running)")
         stop_run(store, run_id)
         try:
             while store.get_run(run_id).active:

@@ -25,6 +25,9 @@ def field_paths(model: type[BaseModel] = RunConfig, prefix: str = ""):
             yield f"{prefix}{name}", info
 
 
+_LEAVES = {p for p, _ in field_paths()}
+
+
 def field_info(path: str):
     for p, info in field_paths():
         if p == path:
@@ -198,28 +201,116 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, refusing a key given twice in one mapping (YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError([f"line {line}: `{key}` is given a second time (first on line {seen[key]}); "
+                                   "keep one of them"])
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping)
+
+
+def _read_text(path: Path, what: str) -> str:
+    """The file as UTF-8 text; ConfigError saying where it is not."""
+    raw = path.read_bytes()
+    if b"\0" in raw[:8192]:
+        raise ConfigError([f"{path}: a binary file, not a YAML {what}"])
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError([f"{path} line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {column}); "
+                           "save the file as UTF-8"]) from None
+
+
 def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     """A YAML file whose top level is a mapping (a run config, a sweep spec); ConfigError naming the file."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would block the read
+        kind = "a folder" if path.is_dir() else "not a regular file (a FIFO, device or socket)"
+        raise ConfigError([f"{path}: {kind}; give the {what} as a .yaml file"])
     if not path.is_file():
         raise ConfigError([f"{path}: {what} not found"])
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(_read_text(path, what), Loader=_UniqueKeyLoader) or {}
+    except ConfigError as e:  # a key given twice: its lines
+        raise ConfigError([e.errors[0] if e.errors[0].startswith(str(path)) else f"{path} {e.errors[0]}"]) from None
     except yaml.YAMLError as e:
         raise ConfigError([f"{path}: not valid YAML ({e})"]) from None
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot be read ({e.strerror or e})"]) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: expected a mapping of settings at the top level"])
     return data
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
-    """A run config from a YAML file (None: the defaults) and `--set` overrides."""
+def load_config(path: str | Path | None, overrides: list[str] | None = None,
+                only_applicable: bool = True) -> RunConfig:
+    """A run config from a YAML file (None: the defaults) and `--set` overrides. only_applicable: refuse a
+    setting given there, off its default, that the run's mode or fine-tuning does not read (it would be ignored
+    silently); one at its default, as a whole config written out (`to_yaml`) gives them, changes nothing."""
     data = read_yaml_mapping(path) if path else {}
     set_here = {parse_override(item)[0]: item for item in overrides or []}
+    table = aliases()
+    for key, item in list(set_here.items()):  # a TRL name's problems are blamed on the --set that gave it
+        for target, _ in table.get(key, ()):
+            set_here.setdefault(target, item)
     try:
-        return build_config(apply_overrides(data, overrides or []))
+        data = apply_overrides(data, overrides or [])
+        config = build_config(data)
+        if only_applicable and (unread := _unread(config, _given_paths(resolve_aliases(data)))):
+            raise ConfigError([_not_applying(p, config) for p in unread])
+        return config
     except ConfigError as e:  # each problem blamed on where its value came from: the file or a --set
         raise ConfigError([_blame(line, set_here, path) for line in e.errors]) from None
+
+
+def applies(path: str, config: RunConfig) -> bool:
+    """Whether a run with `config`'s mode and fine-tuning reads the setting `path`."""
+    if path.startswith("lora.") and config.finetuning != "lora":
+        return False
+    return _applies(field_info(path), config.mode)
+
+
+def _unread(config: RunConfig, given: list[str]) -> list[str]:
+    """The settings of `given` that `config`'s run does not read, and that are not at their defaults."""
+    data = config.model_dump()
+    return [p for p in given if not applies(p, config)
+            and get_path(data, p) != field_info(p).get_default(call_default_factory=True)]
+
+
+def _given_paths(data: dict, prefix: str = "") -> list[str]:
+    """The setting paths a mapping (a YAML file with its --set overrides) gives values for."""
+    out = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and path in RunConfig.model_fields and is_section(
+                RunConfig.model_fields[path].annotation):
+            out += _given_paths(value, f"{path}.")
+        elif path in _LEAVES:
+            out.append(path)
+    return out
+
+
+def _not_applying(path: str, config: RunConfig) -> str:
+    if path.startswith("lora.") and config.finetuning != "lora":
+        return (f"{path}: does not apply with finetuning: {config.finetuning} (LoRA settings shape an adapter, and "
+                "a full fine-tune has none); leave it out, or set finetuning to lora")
+    modes = ", ".join(field_info(path).json_schema_extra["modes"])
+    return (f"{path}: does not apply to {config.mode} runs (only to {modes}); leave it out, or set mode to "
+            f"{'one of those' if ',' in modes else modes}")
 
 
 def _blame(line: str, set_here: dict[str, str], path) -> str:
@@ -234,5 +325,21 @@ def _blame(line: str, set_here: dict[str, str], path) -> str:
 
 
 def to_yaml(config: RunConfig, only_changed: bool = False) -> str:
+    """The config as YAML; only_changed: the settings not at their defaults that the run reads (those of other
+    modes, or LoRA's in a full fine-tune, left on a form would be refused by `load_config`)."""
     data = config.model_dump(exclude_defaults=only_changed)
+    if only_changed:
+        data = _prune(data, config)
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def _prune(data: dict, config: RunConfig, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if path in _LEAVES:
+            if applies(path, config):
+                out[key] = value
+        elif isinstance(value, dict) and (kept := _prune(value, config, f"{path}.")):
+            out[key] = kept
+    return out

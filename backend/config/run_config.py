@@ -125,6 +125,11 @@ class RunConfig(_Section):
                     "frozen process: no heartbeat of its own for 30 s) is marked stalled. warn: only mark it; stop: "
                     "end the run (failed, saying why); restart: end the worker and resume from the last checkpoint.",
         json_schema_extra=_meta("advanced"))
+    stop_grace_s: int = Field(
+        60, ge=5, le=3600, title="Stop grace period (s)",
+        description="A stop asks the worker to save its adapter and end at the next step; if it has not ended this "
+                    "many seconds later (stuck in a long step or in user code), its processes are killed: the run "
+                    "is stopped without that save, its last checkpoint kept.", json_schema_extra=_meta("advanced"))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder) and / or "
@@ -212,6 +217,16 @@ class RunConfig(_Section):
     def world_size(self) -> int:
         """Training processes over all machines."""
         return self.num_processes * self.distributed.num_machines
+
+    def reachable_rows(self) -> int | None:
+        """The most training rows the run can read (max_steps × rows per optimizer step: batch × accumulation ×
+        processes, × PPO's mini-batches per rollout; an RL row is a prompt, sampled rl.num_generations times, so
+        fewer); None when unbounded (trained by epochs, or packed: a packed sequence holds any number of rows)."""
+        if self.max_steps <= 0 or self.packing:
+            return None
+        per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
+        rollouts = self.ppo.num_mini_batches if "ppo" in mode_spec(self.mode).sections else 1
+        return self.max_steps * per_step * rollouts
 
     @model_validator(mode="after")
     def _check_mode_settings(self):

@@ -3,7 +3,7 @@ help, range and group, once. A mode-specific section's `check` refuses combinati
 run that TRL would refuse only after the model has loaded."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -32,6 +32,16 @@ def _meta(group: str = "basic", **extra: Any) -> dict:
     return {"group": group, **extra}
 
 
+def _int_choices(ann) -> bool:
+    args = get_args(ann)
+    return get_origin(ann) is Literal and bool(args) and all(type(a) is int for a in args)
+
+
+def _takes_numbers(ann) -> bool:
+    """An int or float setting (or a choice of ints, zero_stage), which a YAML true / false must not fill."""
+    return ann in (int, float) or _int_choices(ann)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -39,10 +49,17 @@ class _Section(BaseModel):
     @classmethod
     def _on_off(cls, v, info):
         # YAML (a preset, or `--set rl.merged_generation=off`) reads a bare on / off as a boolean
+        ann = cls.model_fields[info.field_name].annotation
         if isinstance(v, bool):
             word = "on" if v else "off"
-            if word in get_args(cls.model_fields[info.field_name].annotation):  # rl.probe has an off, no on
+            if word in get_args(ann):  # rl.probe has an off, no on
                 return word
+        # pydantic reads true as 1: `--set max_steps=true` would train one step
+        if isinstance(v, bool) and _takes_numbers(ann) or (
+                isinstance(v, list) and get_origin(ann) is list and _takes_numbers(get_args(ann)[0])
+                and any(isinstance(x, bool) for x in v)):
+            kind = "whole number" if int in (ann, *get_args(ann)) or _int_choices(ann) else "number"
+            raise ValueError(f"expected a {kind}, not true / false")
         return v
 
     def check(self, run: RunConfig) -> None:

@@ -85,11 +85,32 @@ def argv_of(pid: int) -> list[str]:
         return []
 
 
+def descendants(pids: list[int]) -> list[int]:
+    """Every live child, grandchild … of `pids` (Linux's /proc; elsewhere none): a process started without a
+    group of its own (a user's reward function in backend/core/usercode.py) is not reached by its parent's group."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else ():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the name in parentheses may hold spaces
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(pids)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
 def kill_groups(pids: list[int], wait_s: float = 10.0) -> list[int]:
-    """SIGKILL each process with its process group (the group it leads, else the process alone), then wait up
-    to `wait_s` for them to go. Returns the pids still alive."""
+    """SIGKILL each process with its process group (the group it leads, else the process alone) and every process
+    it started, then wait up to `wait_s` for them to go. Returns the pids still alive."""
     import signal
 
+    pids = [*pids, *(p for p in descendants(pids) if p not in pids and p != os.getpid())]
     for pid in pids:
         try:
             if os.getpgid(pid) == pid:

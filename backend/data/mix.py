@@ -64,6 +64,14 @@ def _alike(parts, specs) -> tuple[list, list[str]]:
     return out, said
 
 
+def check_weights(specs: list[str], options: DataOptions) -> None:
+    """One weight per dataset: checked before any is read, so the message is not preceded by their progress."""
+    weights = list(options.mix_weights)
+    if options.mix == "interleave" and weights and len(weights) != len(specs):
+        raise DatasetError(f"data.mix_weights: {len(weights)} weights for {len(specs)} datasets; give one per "
+                           "dataset, in the order they are listed")
+
+
 def mix(parts: list[tuple[datasets.Dataset, FormatInfo]], specs: list[str], options: DataOptions
         ) -> tuple[datasets.Dataset, FormatInfo]:
     """The prepared datasets as one, with a FormatInfo that says what each conversion and the mixing did."""
@@ -75,10 +83,8 @@ def mix(parts: list[tuple[datasets.Dataset, FormatInfo]], specs: list[str], opti
         if _kind(info) != _kind(first):
             raise DatasetError(f"datasets {specs[0]} and {spec} end in different formats, {_kind(first)} and "
                                f"{_kind(info)}; mix datasets of one format")
+    check_weights(specs, options)
     weights = list(options.mix_weights)
-    if options.mix == "interleave" and weights and len(weights) != len(parts):
-        raise DatasetError(f"data.mix_weights: {len(weights)} weights for {len(parts)} datasets; give one per "
-                           "dataset, in the order they are listed")
     shared = [c for c in parts[0][0].column_names if all(c in ds.column_names for ds, _ in parts)]
     tables = [ds.select_columns(shared) for ds, _ in parts]
     try:

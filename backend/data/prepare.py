@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from backend.data.adapters import conform
 from backend.data.common import DatasetError, short
 from backend.data.formats import FormatInfo, validate_rows
-from backend.data.mix import mix, split_specs
+from backend.data.mix import check_weights, mix, split_specs
 from backend.data.options import DataOptions, add_system, bound_rows, map_columns, sample
 from backend.data.sources import load
 from backend.modes.registry import MODES
@@ -41,6 +41,7 @@ def prepare_dataset(spec: str, mode: str, workspace: Path | None = None,
     columns (SFTTrainer trips over extras); other modes keep every column (GRPO hands extra columns to reward
     functions). Several datasets, comma-separated, are each prepared so and then mixed (data.mix)."""
     if len(specs := split_specs(spec, workspace)) > 1:
+        check_weights(specs, options or DataOptions())
         parts = [prepare_dataset(s, mode, workspace, options) for s in specs]
         return mix(parts, specs, options or DataOptions())
     ds, source = load(spec, workspace, mode)
@@ -61,6 +62,22 @@ def hold_out(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets
                            "and still train on something; use a larger dataset or give an eval.dataset")
     split = ds.train_test_split(test_size=n_eval, seed=seed, shuffle=True)
     return split["train"], split["test"]
+
+
+ROWS_MARGIN = 4  # rows a trainer drops (too long, uneven last batches): the cut keeps this many times the reach
+MIN_ROWS_KEPT = 1000
+
+
+def reachable(ds: datasets.Dataset, rows: int | None, seed: int) -> tuple[datasets.Dataset, str]:
+    """The training rows worth preparing when the run can read at most `rows` of them (RunConfig.reachable_rows):
+    a trainer tokenizes every row it is given before its first step, so 100,000 rows for 2 steps cost more than the
+    training. Rows chosen at random with `seed`; (ds, "") when all are kept, else the line that says so."""
+    if rows is None or len(ds) <= (keep := max(ROWS_MARGIN * rows, MIN_ROWS_KEPT)):
+        return ds, ""
+    note = (f"data: the run reads at most {rows} rows (max_steps × rows per step), so {keep} of the {len(ds)} "
+            f"rows are prepared for training, chosen at random with seed {seed}; max_steps: -1 trains by epochs "
+            "over all of them")
+    return ds.shuffle(seed=seed).select(range(keep)).flatten_indices(), note
 
 
 def prepare_eval_dataset(spec: str, split: float, seed: int, mode: str, train: datasets.Dataset | None,

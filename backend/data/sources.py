@@ -181,6 +181,9 @@ def _parse_json_lists(cells: list[str]) -> list | None:
 
 
 def _read_file(path: Path, source: str) -> datasets.Dataset:
+    if not path.is_file():  # a FIFO would block the read forever, a device never end
+        raise DatasetError(f"{source}: not a regular file (a FIFO, device or socket); save the data to a file "
+                           f"({', '.join(FILE_TYPES)}) and give that")
     suffix = path.suffix.lower()
     if suffix not in FILE_TYPES:
         raise DatasetError(f"{source}: unsupported file type '{suffix or path.name}'; use one of "

@@ -183,6 +183,7 @@ class StoreCallback(TrainerCallback):
         self.store, self.run_id, self.is_main = store, run_id, is_main
         self.node_main = is_main if node_main is None else node_main
         self.stopped = False
+        self.logged: tuple[int, set[str]] = (-1, set())  # the step last logged and the names stored for it
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.node_main:
@@ -192,7 +193,15 @@ class StoreCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.is_main and logs:
-            self.store.add_metrics(self.run_id, state.global_step, {**logs, **peak_memory()})
+            # the last step is logged again with the run's totals (train_runtime, ...) and an evaluation's with
+            # eval_*: both repeat epoch, and the memory is read each time; each name is stored once per step
+            step, names = self.logged
+            if step != state.global_step:
+                step, names = state.global_step, set()
+            values = {k: v for k, v in {**logs, **peak_memory()}.items() if k not in names}
+            names.update(values)
+            self.logged = (step, names)
+            self.store.add_metrics(self.run_id, step, values)
             shown = ", ".join(f"{k}={v:.4g}" for k, v in logs.items() if isinstance(v, (int, float)))
             print(f"step {state.global_step}/{state.max_steps}: {shown}", flush=True)
 

@@ -1,27 +1,27 @@
 """Python source: a reward function from a .py file the user put in the workspace.
 
 Only files inside the workspace are loaded (after resolving symlinks), never code typed into a web form.
-The function gets TRL's arguments unchanged: `f(prompts, completions, completion_ids, trainer_state,
-log_extra, log_metric, **columns)`, so declare `**kwargs`. Its exceptions propagate with the file and
-function named, so a run that uses it fails with that message instead of hanging.
+The function gets TRL's arguments: `f(prompts, completions, completion_ids, trainer_state, log_extra,
+log_metric, **columns)`, so declare `**kwargs`. It runs in a child process with a time limit per batch
+(params.timeout_s); its exceptions come back with the file and function named, so a run that uses it fails
+with that message instead of hanging.
 """
 from __future__ import annotations
 
 import ast
-import asyncio
-import hashlib
-import importlib.util
-import inspect
 import math
-import sys
-import traceback
 from pathlib import Path
 
+from backend.core.usercode import UserCodeError, UserCodeTimeout, UserFunction
 from backend.rewards.base import RewardFunction, RewardSourceError
 
 
 class RewardFunctionError(RuntimeError):
     """A user's reward function raised or returned something unusable."""
+
+
+class RewardTimeout(RewardFunctionError):
+    """A user's reward function took longer than its source's time limit."""
 
 
 def workspace_file(file: str, workspace: Path) -> Path:
@@ -42,7 +42,12 @@ def workspace_file(file: str, workspace: Path) -> Path:
 
 def defines(path: Path, function: str) -> bool:
     """Whether the file defines `function` at top level, read without running it (the pre-launch check)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RewardSourceError(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): save "
+                                "it as UTF-8") from None
+    tree = ast.parse(text, filename=str(path))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == function:
             return True
@@ -56,49 +61,39 @@ def defines(path: Path, function: str) -> bool:
     return False
 
 
-def load_function(path: Path, function: str):
-    """Run the file as a fresh module (edits are picked up on the next build) and return the function."""
-    name = "workbench_reward_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickle look a module up here
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - any error in user code
-        sys.modules.pop(name, None)
-        raise RewardSourceError(f"loading {path} failed: {type(e).__name__}: {e}{_where(e, path)}") from e
-    fn = getattr(module, function, None)
-    if fn is None:
-        found = [k for k, v in vars(module).items()
-                 if inspect.isfunction(v) and v.__module__ == name and not k.startswith("_")]
-        raise RewardSourceError(f"{path} defines no function '{function}'"
-                                + (f" (it defines: {', '.join(found)})" if found else ""))
-    if not callable(fn):
-        raise RewardSourceError(f"'{function}' in {path} is a {type(fn).__name__}, not a function")
-    return fn
-
-
-def _where(error: BaseException, path: Path) -> str:
-    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
-    return f" (line {lines[-1]})" if lines else ""
-
-
 class PythonReward(RewardFunction):
+    """The function runs in a child process (backend/core/usercode.py): a call past params.timeout_s is ended
+    there, and fails the run or, by params.on_timeout, scores the batch as missing."""
+
     def __init__(self, *args):
         super().__init__(*args)
         self.path = workspace_file(self.params.file, self.workspace)
-        self.function = load_function(self.path, self.params.function)
+        try:
+            self.function = UserFunction(self.path, self.params.function,
+                                         f"reward function {self.params.function}() in {self.path}")
+        except UserCodeError as e:
+            raise RewardSourceError(str(e)) from None
+
+    def close(self) -> None:
+        self.function.close()
 
     def score(self, prompts, completions, **kwargs):
         where = f"reward function {self.params.function}() in {self.path}"
+        limit = self.params.timeout_s
         try:
-            out = self.function(prompts=prompts, completions=completions, **kwargs)
-            if inspect.isawaitable(out):
-                out = asyncio.run(_wait(out))
-        except Exception as e:  # noqa: BLE001 - re-raised with the file named
-            raise RewardFunctionError(f"{where} raised {type(e).__name__}: {e}{_where(e, self.path)}") from e
-        if hasattr(out, "tolist"):  # numpy array, torch tensor
-            out = out.tolist()
+            out = self.function(limit, prompts=prompts, completions=completions, **kwargs)
+        except UserCodeTimeout:
+            state = kwargs.get("trainer_state")
+            step = f" on step {state.global_step + 1}" if getattr(state, "global_step", None) is not None else ""
+            said = f"reward source '{self.__name__}' ({self.path.name}:{self.params.function}) took longer than " \
+                   f"{limit:g} s{step}"
+            if self.params.on_timeout == "missing":
+                print(f"{said}; its scores for this batch count as missing (on_timeout: missing)", flush=True)
+                return [None] * len(completions)
+            raise RewardTimeout(f"{said}; the run was stopped (raise params.timeout_s, or set params.on_timeout: "
+                                "missing to score such a batch as missing)") from None
+        except UserCodeError as e:
+            raise RewardFunctionError(str(e)) from None
         if not isinstance(out, (list, tuple)):
             raise RewardFunctionError(f"{where} returned {type(out).__name__}; return a list with one float (or "
                                       "None) per completion")
@@ -107,14 +102,8 @@ class PythonReward(RewardFunction):
                                       "return one float (or None) per completion")
         scores = []
         for i, s in enumerate(out):
-            if hasattr(s, "item"):
-                s = s.item()
             if s is not None and not isinstance(s, (int, float)):  # bools count as 1 / 0
                 raise RewardFunctionError(f"{where} returned {s!r} for completion {i}; scores must be numbers "
                                           "or None")
             scores.append(None if s is None or not math.isfinite(s) else float(s))
         return scores
-
-
-async def _wait(awaitable):
-    return await awaitable

@@ -184,6 +184,13 @@ class PythonParams(_Params):
     function: str = Field("reward", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", title="Function",
                           description="The function in that file: f(prompts, completions, completion_ids, "
                                       "trainer_state, **columns) -> one float (or None) per completion.")
+    timeout_s: float = Field(30.0, gt=0, le=86_400, title="Time limit (s)",
+                             description="The longest one batch's call may take; the function runs in a process "
+                                         "of its own, ended when it takes longer.")
+    on_timeout: Literal["fail", "missing"] = Field(
+        "fail", title="Past the limit",
+        description="fail: the run stops, saying which source and step; missing: that batch's scores count as "
+                    "missing (None) and the run goes on.")
 
 
 PARAM_MODELS: dict[str, type[_Params]] = {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_gr
                                 spawn_detached)
 from backend.modes.registry import mode_spec
 from backend.runs import gpus
+from backend.runs.deaths import oom_kills
 from backend.runs.logs import collapse_repeats, log_path
 from backend.runs.store import RUN_PREFIX, Run, RunStore, StoreFull, other_dispatchers, slot_holders
 
@@ -497,11 +497,13 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                     proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                                             env=dict(os.environ, **plan.train_env()))
-                watch.proc = proc
+                watch.proc, kills = proc, oom_kills()
                 rc = gpus.wait_for(proc, server, on_server_exit=lambda: store.finish_run(
                     run_id, "failed", error=server.death_message()))
                 watch.proc = None
-                _record_death(store, run, rc)
+                if rc < 0 and (left := processes_of("backend.runs.worker", run_id, str(store.workspace))):
+                    kill_groups(left, wait_s=5)  # the launcher was killed: torchrun's ranks outlive it
+                _record_death(store, run, rc, launcher_pid=None if forked else proc.pid, oom_kills=kills)
                 step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
                                              server_alive=server is None or server.exit_code() is None,
                                              limit=watch.restart_limit(run.config))
@@ -541,11 +543,17 @@ class StallWatch:
         return max(config.auto_resume, self.RESTARTS)
 
     def beat(self) -> None:
-        from backend.runs.stall import stall_reason
+        from backend.runs.stall import overdue_stop, stall_reason
 
         self.store.heartbeat(self.run_id)
         run = self.store.get_run(self.run_id)
-        why = stall_reason(run, time.time()) or ""
+        now = time.time()
+        if (forced := overdue_stop(run, now)) and self.proc is not None:
+            print(f"stop: {forced}", flush=True)
+            self.store.finish_run(self.run_id, "stopped", error=forced)
+            self._end_worker(run)
+            return
+        why = stall_reason(run, now) or ""
         if bool(why) == bool(run.stalled):  # unchanged (still stalled: the mark stays as first written)
             return
         self.store.update_run(self.run_id, stalled=why)
@@ -558,6 +566,10 @@ class StallWatch:
         self.store.finish_run(self.run_id, "failed", error=f"stalled: {why}; " + (
             "the worker was ended to resume from its last checkpoint (stall_action: restart)" if self.restarting
             else "the worker was ended (stall_action: stop)"), exit_code=None if self.restarting else EXIT_REPEATS)
+        self._end_worker(run)
+
+    def _end_worker(self, run: Run) -> None:
+        """Kill the worker's launcher and every rank (never this supervisor): gpus.wait_for then returns."""
         workers = processes_of("backend.runs.worker", run.id, str(self.store.workspace))
         kill_groups([p for p in {self.proc.pid, run.worker_pid, *workers} if p and p != os.getpid()], wait_s=5)
 
@@ -574,20 +586,33 @@ def _fork_refusal(config: RunConfig, plan: gpus.LaunchPlan, say: Callable[[str],
     return why
 
 
-def _record_death(store: RunStore, run: Run, rc: int) -> None:
-    """Fail an attempt whose worker ended without recording how, saying how it died."""
+def _record_death(store: RunStore, run: Run, rc: int, launcher_pid: int | None = None,
+                  oom_kills: int | None = None) -> None:
+    """Fail an attempt whose worker ended without recording how, saying how it died; lead a multi-process run's
+    error with the rank that died first. `launcher_pid`: `rc` is accelerate's launcher's; `oom_kills`: the
+    cgroup's OOM count when the attempt started (memory is named only with evidence)."""
+    from backend.runs.deaths import blamed_rank, death_message, oom_evidence
+
     ended = store.get_run(run.id)
-    if ended.status == "running" and ended.attempt == run.attempt:  # not a later attempt's to judge
-        tail = log_tail(store, run.id)
-        why = death_message(rc, ended.worker_pid, tail)
-        full = disk_nearly_full(store.run_dir(run.id))  # the worker could not even record why: say it
-        if full:
-            why = disk_full_message(store, run.id, why)
-        try:
-            store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{tail}" if tail else ""),
-                             exit_code=EXIT_REPEATS if full else None)
-        except StoreFull:  # not even the reserve was left: the run shows as interrupted once its beat is old
-            log.warning("run %s: its end could not be recorded, the store's disk is full", run.id)
+    if ended.attempt != run.attempt or ended.status not in ("running", "failed"):
+        return  # a later attempt's to judge, or an end the run recorded itself
+    tail = log_tail(store, run.id, lines=60)
+    oom = oom_evidence(ended.worker_pid, oom_kills, store.last_metrics(run.id).get("memory/peak_rss_gb")) \
+        if rc != 0 else None
+    if ended.status == "failed":
+        if why := blamed_rank(ended.error, tail, oom):
+            store.update_run(run.id, error=why)
+        return
+    why = death_message(rc, ended.worker_pid, tail, launcher_pid=launcher_pid, oom=oom)
+    full = disk_nearly_full(store.run_dir(run.id))  # the worker could not even record why: say it
+    if full:
+        why = disk_full_message(store, run.id, why)
+    try:
+        shown = "\n".join(tail.splitlines()[-30:])
+        store.finish_run(run.id, "failed", error=why + (f"\n--- last log lines ---\n{shown}" if shown else ""),
+                         exit_code=EXIT_REPEATS if full else None)
+    except StoreFull:  # not even the reserve was left: the run shows as interrupted once its beat is old
+        log.warning("run %s: its end could not be recorded, the store's disk is full", run.id)
 
 
 # The worker's exit code for a failure a resume would meet again: refused settings or data (a dataset file deleted
@@ -637,26 +662,6 @@ def _start_server(store: RunStore, run: Run, plan: gpus.LaunchPlan) -> gpus.Serv
 
     command = plan.server_command(run.config, training_model(run.config.model, store.workspace))
     return gpus.ServerProcess(command, plan.server_env(), store.run_dir(run.id) / "vllm.log").start()
-
-
-_SIGNAL_HINTS = {"SIGKILL": " (out of memory?)", "SIGSEGV": " (a crash in native code)"}
-# accelerate launch reports a worker it lost to a signal as "... died with <Signals.SIGKILL: 9>."
-_DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+)")
-_ERROR_LINE = re.compile(r"^\w*(Error|Exception|Interrupt)\b.*")
-
-
-def death_message(rc: int, worker_pid: int | None, log_tail_text: str) -> str:
-    """How a worker ended that did not record its own outcome, naming the worker's pid (not the supervisor's,
-    nor accelerate's) and the signal or the last error line of its log."""
-    who = f"the worker (pid {worker_pid})" if worker_pid else "the worker"
-    lines = log_tail_text.splitlines()
-    died = [m.group(1) for line in lines if (m := _DIED_WITH.search(line))]
-    name = signal.Signals(-rc).name if rc < 0 else (died[-1] if died else None)
-    if name:
-        return f"{who} was killed by {name}{_SIGNAL_HINTS.get(name, '')}"
-    errors = [line.strip() for line in lines if _ERROR_LINE.match(line.strip())
-              and not line.strip().startswith("subprocess.CalledProcessError")]
-    return f"{who} exited with code {rc}" + (f": {errors[-1]}" if errors else " before finishing")
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,5 @@
-"""When a run's worker counts as stalled: one rule, judged by its supervisor (which lives beside it) on every beat.
+"""When a run's worker counts as stalled, and when a stop it was asked for is forced: rules judged by its
+supervisor (which lives beside it) on every beat.
 
 Progress, not a heartbeat thread, is what counts: a worker stuck in a reward function still beats from its
 heartbeat thread, so no step for STALL_STEPS × its own measured step time (at least STALL_FLOOR_S) stalls it; a
@@ -39,3 +40,24 @@ def stall_reason(run, now: float) -> str | None:
         return None
     pace = f"its steps take {per:.1f} s" if per is not None else "no step has finished yet"
     return f"no training step for {since:.0f} s after step {run.step} ({pace}; the bound is {bound:.0f} s)"
+
+
+def overdue_stop(run, now: float) -> str | None:
+    """Why a run asked to stop more than config.stop_grace_s ago is forced to now (the run's error, saying where
+    it was), or None. Its supervisor judges it on every beat, as it judges stalls."""
+    if run.status != "running" or not run.stop_requested_at:
+        return None
+    waited = now - run.stop_requested_at
+    if waited <= run.config.stop_grace_s:
+        return None
+    at = f"after step {run.step}" if run.train_started_at else "while loading"
+    return (f"it did not stop within {run.config.stop_grace_s} s of the stop request ({at}: stuck in a long step "
+            "or in user code); its processes were killed, so this attempt's adapter was not saved; its "
+            "checkpoints are kept (stop_grace_s)")
+
+
+def forcing_in(run, now: float) -> float | None:
+    """Seconds until a requested stop is forced (0 when due), or None when no stop waits."""
+    if run.status != "running" or not run.stop_requested_at:
+        return None
+    return max(0.0, run.stop_requested_at + run.config.stop_grace_s - now)

@@ -84,7 +84,8 @@ CREATE TABLE IF NOT EXISTS runs (
     worker_beat_at REAL,                -- the worker's own heartbeat (the supervisor's is heartbeat_at)
     stalled TEXT NOT NULL DEFAULT '',   -- why the supervisor judges the worker stalled now ('' while it progresses)
     diagnoses TEXT NOT NULL DEFAULT '', -- the run doctor's latest findings (JSON list, backend/doctor)
-    verdict TEXT NOT NULL DEFAULT ''    -- what an ended run's training amounted to ('no_signal': it learned nothing)
+    verdict TEXT NOT NULL DEFAULT '',   -- what an ended run's training amounted to ('no_signal': it learned nothing)
+    stop_requested_at REAL              -- when a stop was first asked for (forced after config.stop_grace_s)
 );
 CREATE TABLE IF NOT EXISTS run_outcomes (  -- runs ended per status, ever: kept when runs are deleted (Prometheus)
     status TEXT PRIMARY KEY,
@@ -175,6 +176,7 @@ class Run:
     stalled: str = ""
     diagnoses: str = ""
     verdict: str = ""
+    stop_requested_at: float | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -209,6 +211,9 @@ class RunStore:
         self.path = self.workspace / "workbench.db"
         self._local = threading.local()
         self._tables_made: list[RunReferences] = []
+        self.read_only = ""  # why the store was opened read-only, e.g. "is on a read-only file system"
+        if self._open_read_only():  # its runs can still be listed and shown
+            return
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
             with self._connect() as db:
@@ -222,6 +227,39 @@ class RunStore:
                                  "write (--workspace DIR or WORKBENCH_WORKSPACE)") from None
         self._make_registered_tables()
         self._keep_reserve()
+
+    def _open_read_only(self) -> bool:
+        """Open an existing store that this user cannot write (a read-only mount, another user's folder) for
+        reading; False when there is none, or it can be written."""
+        if not self.path.is_file() or (os.access(self.workspace, os.W_OK) and os.access(self.path, os.W_OK)):
+            return False
+        read_only_fs = os.statvfs(self.workspace).f_flag & os.ST_RDONLY
+        self.read_only = "is on a read-only file system" if read_only_fs else "cannot be written by this user"
+        try:
+            with self._connect() as db:
+                db.execute("SELECT id FROM runs LIMIT 1").fetchall()
+        except (sqlite3.Error, WorkspaceError):
+            self.read_only = ""
+            return False
+        for module in _PROVIDERS:  # their deletion checks and dispatchers, as in a writable store
+            import_module(module)
+        self._tables_made = list(_REFERENCES)  # made by whoever wrote the store, or missing: nothing to write
+        return True
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """mode=ro reads a WAL store when its -shm file can be used; else immutable=1, which needs none (nothing
+        can write a store this user cannot: a read-only mount, or an owner who is not running anything now)."""
+        from urllib.parse import quote
+
+        for flag in ("mode=ro", "immutable=1"):
+            db = sqlite3.connect(f"file:{quote(str(self.path))}?{flag}", uri=True, timeout=30, isolation_level=None,
+                                 check_same_thread=True)
+            try:
+                db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+                return db
+            except sqlite3.Error:
+                db.close()
+        raise sqlite3.OperationalError(f"unable to open {self.path} for reading")
 
     def _keep_reserve(self) -> None:
         """Write the reserve file when it is missing and the disk has room to spare."""
@@ -255,16 +293,24 @@ class RunStore:
         """This thread's connection, opened once: a training step pays microseconds, not a reconnect."""
         local = self._local
         if getattr(local, "pid", None) != os.getpid():  # never reuse a connection across fork
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+            if self.read_only:
+                db = self._read_only_connection()
+            else:
+                db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
             db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=30000")
             local.db, local.pid = db, os.getpid()
         try:
             yield local.db
         except sqlite3.OperationalError as e:
-            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+            code = getattr(e, "sqlite_errorcode", None)
+            if self.read_only and code is not None and code & 0xFF == sqlite3.SQLITE_READONLY:
+                raise WorkspaceError(f"workspace {self.workspace} {self.read_only}: its runs can be listed and "
+                                     "shown, not started, changed or deleted; make it writable, or use another "
+                                     "folder (--workspace DIR or WORKBENCH_WORKSPACE)") from None
+            if code != sqlite3.SQLITE_FULL:
                 raise
             free = shutil.disk_usage(self.workspace).free / 2**20
             raise StoreFull(errno.ENOSPC, f"the disk holding the run store {self.path} is full ({free:.0f} MiB "
@@ -399,8 +445,8 @@ class RunStore:
             slot = "status='running'" if in_place else "status='queued', started_at=NULL, pid=NULL, gpus=''"
             db.execute(f"UPDATE runs SET {slot}, heartbeat_at=?, attempt=attempt+1, step=?, resumed_step=?, "
                        "error=NULL, finished_at=NULL, train_started_at=NULL, worker_pid=NULL, exit_code=NULL, "
-                       "stop_requested=0, adapter_path=NULL, waiting='', step_at=NULL, worker_beat_at=NULL, "
-                       "stalled='', diagnoses='', verdict='' WHERE id=?",
+                       "stop_requested=0, stop_requested_at=NULL, adapter_path=NULL, waiting='', step_at=NULL, "
+                       "worker_beat_at=NULL, stalled='', diagnoses='', verdict='' WHERE id=?",
                        (time.time() if in_place else None, from_step, from_step, run_id))
         return self.get_run(run_id)
 
@@ -489,7 +535,10 @@ class RunStore:
             return dict(db.execute("SELECT status, count FROM run_outcomes").fetchall())
 
     def request_stop(self, run_id: str) -> None:
-        self.update_run(run_id, stop_requested=1)
+        """Ask the run to stop; the first request's time stays (the stop is forced stop_grace_s after it)."""
+        with self._connect() as db:
+            db.execute("UPDATE runs SET stop_requested=1, stop_requested_at=COALESCE(stop_requested_at, ?) "
+                       "WHERE id=?", (time.time(), run_id))
 
     def stop_requested(self, run_id: str) -> bool:
         with self._connect() as db:
@@ -547,7 +596,7 @@ def _migrate(db: sqlite3.Connection) -> None:
              "resumed_step": "INTEGER NOT NULL DEFAULT 0", "gpus": "TEXT NOT NULL DEFAULT ''",
              "waiting": "TEXT NOT NULL DEFAULT ''", "step_at": "REAL", "exit_code": "INTEGER",
              "worker_beat_at": "REAL", "stalled": "TEXT NOT NULL DEFAULT ''", "diagnoses": "TEXT NOT NULL DEFAULT ''",
-             "verdict": "TEXT NOT NULL DEFAULT ''"}
+             "verdict": "TEXT NOT NULL DEFAULT ''", "stop_requested_at": "REAL"}
     for name, kind in added.items():
         if name in columns:
             continue
@@ -575,4 +624,4 @@ def _finite(v) -> float | None:
 
 
 def default_workspace() -> Path:
-    return Path(os.environ.get("WORKBENCH_WORKSPACE", "workspace")).resolve()
+    return Path(os.environ.get("WORKBENCH_WORKSPACE") or "workspace").resolve()  # set but empty: not the cwd

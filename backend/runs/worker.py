@@ -126,7 +126,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
     record = store.get_run(run_id)
     config = record.config
     try:
-        from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset
+        from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset, reachable
         from backend.models.from_run import training_model
         from backend.modes import mode_module
         from transformers import PrinterCallback
@@ -141,6 +141,9 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         e = config.eval
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
                                                      workspace=store.workspace, options=DataOptions.of(config))
+        dataset, cut = reachable(dataset, config.reachable_rows(), config.seed)
+        if cut and is_main:
+            print(cut, flush=True)
         print(f"dataset: {info.summary(rows=len(dataset))}", flush=True)
         if eval_dataset is not None:
             where = e.dataset or f"{e.split:g} of the training set, held out with seed {config.seed}"

@@ -52,6 +52,8 @@ def prompt(page) -> str:
 
 
 def counts(page) -> tuple[int, int]:
+    page.wait_for_function("() => /\\d+ labeled \\/ \\d+ remaining/.test("
+                           "document.querySelector('#label-count')?.innerText || '')", timeout=30_000)
     text = page.inner_text("#label-count")
     labeled, remaining = re.match(r"(\d+) labeled / (\d+) remaining", text).groups()
     return int(labeled), int(remaining)
@@ -119,7 +121,7 @@ def test_two_labelers_label_one_session_with_the_keyboard(ui_server, store, brow
     held = prompt(ann)
     ann.reload()
     ann.get_by_role("tab", name="Labeling").click()
-    assert wait_for_pair(ann) == held
+    ann.wait_for_function(f"() => ({PROMPT})() === {json.dumps(held)}", timeout=90_000)
     assert ann.locator("#label-annotator textarea, #label-annotator input").first.input_value() == "ann"
 
     # a better answer edited before saving goes with the label

@@ -68,6 +68,17 @@ def test_each_mode_trains_logs_its_metrics_and_saves_an_adapter(finished, mode):
     assert (adapter / "adapter_model.safetensors").exists() and (adapter / "tokenizer_config.json").exists()
 
 
+@pytest.mark.parametrize("mode", list(RUNS))
+def test_each_metric_is_stored_once_per_step(finished, mode):
+    """The trainer logs its last step again with the run's totals, repeating epoch (and the memory was read
+    again): each (step, metric) pair is one row."""
+    store, run = finished[mode]
+    pairs = [(m["step"], m["name"]) for m in store.metrics_since(run.id)]
+    repeated = sorted({p for p in pairs if pairs.count(p) > 1})
+    assert not repeated, f"{mode} stores these more than once: {repeated}"
+    assert {"epoch", "memory/peak_rss_gb"} <= {name for step, name in pairs if step == STEPS}
+
+
 def test_mode_settings_reach_the_trainer(finished):
     import torch
 

@@ -3,6 +3,7 @@ Every one must exit with code 2, one clear message on stderr, no traceback, and 
 from __future__ import annotations
 
 import json
+import os
 
 GRPO = ["--set", "mode=grpo", "--set", "dataset=demo-math"]
 
@@ -28,6 +29,11 @@ def _files(tmp):
     (tmp / "huge" / "config.json").write_text(json.dumps({
         "vocab_size": 50_000, "hidden_size": 100_000, "num_hidden_layers": 1000, "intermediate_size": 400_000,
         "num_attention_heads": 800}))
+    (tmp / "latin1.yaml").write_bytes(b"mode: sft\nmax_steps: 3\nname: caf\xe9\n")
+    (tmp / "dupmode.yaml").write_text("mode: sft\nmax_steps: 3\nmode: dpo\n")
+    (tmp / "othermode.yaml").write_text("mode: sft\nppo:\n  gamma: 0.9\n")
+    os.mkfifo(tmp / "fifo.jsonl")  # a read would wait forever for a writer
+    os.mkfifo(tmp / "fifo.yaml")
     (tmp / "sweep.yaml").write_text("base: {mode: sft}\nn_trials: 0\n"
                                     "space: [{field: learning_rate, kind: log_float, low: 1.0e-5, high: 1.0e-3}]\n")
 
@@ -93,4 +99,34 @@ CASES: list[tuple[str, list[str], str]] = [
      "solution"),
     ("sweep-missing", ["sweep", "start", "{tmp}/nosweep.yaml"], "nosweep.yaml"),
     ("sweep-trials-0", ["sweep", "start", "{tmp}/sweep.yaml"], "n_trials"),
+    ("preset-binary", ["train", "/bin/true"], "/bin/true: a binary file, not a YAML config file"),
+    ("preset-not-utf8", ["train", "{tmp}/latin1.yaml"], "latin1.yaml line 3: not UTF-8 text (byte 0xe9 at column 10)"),
+    ("preset-fifo", ["train", "{tmp}/fifo.yaml"], "fifo.yaml: not a regular file"),
+    ("preset-duplicate-key", ["train", "{tmp}/dupmode.yaml"],
+     "dupmode.yaml line 3: `mode` is given a second time (first on line 1)"),
+    ("export-to-proc", ["export", "20260101-000000-abcd", "--out", "/proc/x"],
+     "/proc/x cannot be written: /proc takes no new files"),
+    ("export-read-only-folder", ["export", "20260101-000000-abcd", "--out", "/sys/kernel/x"],
+     "/sys/kernel/x cannot be written: /sys/kernel takes no new files"),
+    ("ui-port-range", ["ui", "--port", "99999"], "--port 99999: not a TCP port; give one from 1 to 65535"),
+    ("metrics-port-range", ["metrics", "--port", "0"], "--port 0: not a TCP port"),
+    ("max-steps-bool", ["train", "--set", "max_steps=true"],
+     "--set max_steps=true: expected a whole number, not true / false"),
+    ("lr-bool", ["train", "--set", "learning_rate=yes"],
+     "--set learning_rate=yes: expected a number, not true / false"),
+    ("workspace-empty", ["runs", "--workspace", ""], "--workspace '': no folder named"),
+    ("other-mode-setting", ["train", "--set", "ppo.gamma=0.9"],
+     "--set ppo.gamma=0.9: does not apply to sft runs (only to ppo)"),
+    ("preset-other-mode-setting", ["train", "{tmp}/othermode.yaml"],
+     "othermode.yaml: ppo.gamma: does not apply to sft runs"),
+    ("lora-with-full", ["train", "--set", "finetuning=full", "--set", "lora.r=16"],
+     "--set lora.r=16: does not apply with finetuning: full"),
+    ("model-hub-offline", ["train", "--set", "model=nobody-here/x"],
+     "Could not reach the Hugging Face Hub for model 'nobody-here/x'"),
+    ("mix-weights-count", ["train", "--set", "dataset=demo-sft-instructions, demo-sft-prompt-completion", "--set",
+                           "data.mix=interleave", "--set", "data.mix_weights=1,2,3"], "3 weights for 2 datasets"),
+    ("dataset-fifo", ["train", "--set", "dataset={tmp}/fifo.jsonl"], "fifo.jsonl: not a regular file"),
+    ("auth-empty-password", ["ui", "--auth", "ann:"], "--auth: the password is empty"),
+    ("auth-short-password", ["ui", "--auth", "ann:x"], "--auth: the password is too short"),
+    ("auth-no-user", ["metrics", "--auth", ":s3cret"], "--auth: the user name is missing"),
 ]

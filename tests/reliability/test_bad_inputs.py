@@ -27,6 +27,8 @@ def test_bad_input_is_refused_with_its_message_and_exit_2(argv, expected, bad_fi
     out = capsys.readouterr()
     assert expected in out.err, out.err
     assert "Traceback" not in out.err + out.out
+    for noise in ("Map:", "examples/s", "Retrying"):  # progress bars, Hub retries: the message alone
+        assert noise not in out.err, out.err
     db = tmp_path / "ws" / "workbench.db"
     if db.exists():
         from backend.runs.store import RunStore

@@ -100,7 +100,8 @@ def test_a_grpo_run_saving_by_wall_time_resumes_after_a_kill_to_the_adapter_of_a
         at = _kill_after_checkpoint(store, killed.id, 2)
         failed = wait_for(lambda: (r := store.get_run(killed.id)).status != "running" and r, timeout=30,
                           what="failed status")
-        assert f"the worker (pid {failed.worker_pid}) was killed by SIGKILL (out of memory?)" in failed.error
+        assert f"the worker (pid {failed.worker_pid}) was killed by SIGKILL" in failed.error
+        assert "out of memory" not in failed.error  # said only with evidence
         assert failed.worker_pid != failed.pid  # the worker's pid, not its supervisor's
         assert "auto-resume" not in (store.run_dir(killed.id) / "train.log").read_text()  # auto_resume 0: off
         resumed = resume_run(store, killed.id)

@@ -116,6 +116,31 @@ def test_bad_input_at_the_cli_is_one_clear_line_and_exit_2(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_an_open_server_is_warned_about_once(tmp_path, monkeypatch, capsys, caplog):
+    """cli/serve.py prints the warning; launch_ui only shows it on the page (it logged it a second time)."""
+    import app.main
+
+    shown = []
+
+    class Demo:
+        def queue(self, **kw):
+            pass
+
+        def launch(self, **kw):
+            pass
+
+    import socket
+
+    monkeypatch.setattr(app.main, "build_app", lambda workspace, warning, lang: shown.append(warning) or Demo())
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port = s.getsockname()[1]
+    assert launch.main(["ui", "--host", "0.0.0.0", "--port", str(port), "--workspace", str(tmp_path)]) == 0
+    said = capsys.readouterr().err + caplog.text
+    assert said.count("serving on 0.0.0.0 without --auth") == 1 and said.startswith("WARNING: serving on 0.0.0.0")
+    assert shown and "without --auth" in shown[0]  # the page's banner
+
+
 def test_train_says_how_the_dataset_was_read_before_the_run_starts(tmp_path, monkeypatch, capsys):
     from backend.data import FormatInfo
     from backend.runs import jobs

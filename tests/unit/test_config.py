@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from backend.config import (GROUP_TITLES, ConfigError, RunConfig, apply_overrides, build_config, field_paths, load_config,
-                            parse_override, to_yaml)
+                            parse_override, read_yaml_mapping, to_yaml)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,21 @@ def test_set_overrides_follow_the_schema_types():
     assert build_config(apply_overrides({}, ["rl.probe=off"])).rl.probe == "off"  # choices with an off and no on
 
 
+@pytest.mark.parametrize("item, error", [
+    ("max_steps=true", "--set max_steps=true: expected a whole number, not true / false (got True)"),
+    ("learning_rate=no", "--set learning_rate=no: expected a number, not true / false (got False)"),
+    ("distributed.zero_stage=yes", "--set distributed.zero_stage=yes: expected a whole number, not true / false"),
+    ("data.mix_weights=[true, 1]", "--set data.mix_weights=[true, 1]: expected a number, not true / false"),
+])
+def test_true_or_false_is_no_number(item, error):
+    """pydantic reads true as 1: max_steps=true would train one step."""
+    with pytest.raises(ConfigError) as exc:
+        load_config(None, [item])
+    assert exc.value.errors[0].startswith(error)
+    assert load_config(None, ["gradient_checkpointing=true", "packing=yes"]).packing is True  # bools stay bools
+    assert build_config({"rl": {"probe": False}}).rl.probe == "off"  # YAML's bare off, a choice
+
+
 def test_bad_set_items_are_explained():
     with pytest.raises(ConfigError, match="expected key=value"):
         parse_override("lora.r")
@@ -90,6 +105,55 @@ def test_config_file_errors_name_the_file(tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping of settings"):
         load_config(tmp_path / "list.yaml")
+
+
+def test_config_files_that_are_not_utf8_text_or_name_a_key_twice_are_refused_with_the_line(tmp_path):
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"mode: sft\nname: caf\xe9\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("mode: sft\nlora:\n  r: 4\nmax_steps: 3\nmode: dpo\n")
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("lora:\n  r: 4\n  r: 8\n")
+    for path, error in [(latin1, f"{latin1} line 2: not UTF-8 text (byte 0xe9 at column 10); save the file as UTF-8"),
+                        (twice, f"{twice} line 5: `mode` is given a second time (first on line 1); keep one of them"),
+                        (nested, f"{nested} line 3: `r` is given a second time (first on line 2)"),
+                        (Path("/bin/true"), "/bin/true: a binary file, not a YAML config file"),
+                        (tmp_path, f"{tmp_path}: a folder; give the config file as a .yaml file")]:
+        with pytest.raises(ConfigError) as exc:
+            load_config(path)
+        assert exc.value.errors[0].startswith(error)
+    merged = tmp_path / "merged.yaml"  # a YAML merge key overriding what it merges is no repetition
+    merged.write_text("base: &b {mode: sft}\nother:\n  <<: *b\n  mode: dpo\n")
+    assert read_yaml_mapping(merged)["other"] == {"mode": "dpo"}
+
+
+@pytest.mark.parametrize("given, error", [
+    (["ppo.gamma=0.9"], "--set ppo.gamma=0.9: does not apply to sft runs (only to ppo); leave it out, or set mode "
+                        "to ppo"),
+    (["mode=dpo", "packing=true"], "--set packing=true: does not apply to dpo runs (only to sft)"),
+    (["finetuning=full", "lora.r=16"], "--set lora.r=16: does not apply with finetuning: full"),
+    (["finetuning=full", "lora_r=16"], "--set lora_r=16: does not apply with finetuning: full"),  # TRL's name
+])
+def test_settings_the_run_does_not_read_are_refused_when_given(given, error):
+    with pytest.raises(ConfigError) as exc:
+        load_config(None, given)
+    assert exc.value.errors == [next(e for e in exc.value.errors if e.startswith(error))]
+
+
+def test_a_config_file_with_another_modes_settings_is_refused_but_the_forms_whole_configs_are_not(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("mode: sft\nppo:\n  gamma: 0.9\nlora:\n  r: 4\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert exc.value.errors == [f"{path}: ppo.gamma: does not apply to sft runs (only to ppo); leave it out, or set "
+                                "mode to ppo"]
+    assert load_config(path, only_applicable=False).ppo.gamma == 0.9  # the UI's preset loading: hidden on the form
+    # the form sends every setting, another mode's left as they were: built, and left out of what is saved
+    form = build_config({"mode": "sft", "finetuning": "full", "ppo": {"gamma": 0.9}, "lora": {"r": 4},
+                         "max_steps": 5})
+    assert to_yaml(form, only_changed=True) == "finetuning: full\nmax_steps: 5\n"
+    path.write_text(to_yaml(form, only_changed=True))
+    assert load_config(path).max_steps == 5
 
 
 # ---- mode sections (dpo, kto, rl) ----

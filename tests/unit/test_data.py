@@ -326,6 +326,15 @@ def test_uploads_are_copied_into_the_workspace_under_their_name(workspace, tmp_p
     assert len(prepare_dataset(str(save_upload(other, workspace)), "sft")[0]) == 2
 
 
+def test_a_fifo_or_device_is_refused_instead_of_read_forever(workspace):
+    import os
+
+    os.mkfifo(workspace / "pipe.jsonl")  # reading it would wait for a writer that never comes
+    for spec, name in [("pipe.jsonl", "pipe.jsonl"), ("/dev/null", "null")]:
+        with pytest.raises(DatasetError, match=rf"^{name}: not a regular file \(a FIFO, device or socket\)"):
+            load_dataset_spec(spec, workspace)
+
+
 def test_uploads_of_unsupported_files_are_refused(workspace, tmp_path_factory):
     src = tmp_path_factory.mktemp("gradio") / "model.bin"
     src.write_bytes(b"\0")
@@ -373,3 +382,23 @@ def test_a_dataset_given_relative_to_the_current_folder_is_pinned_for_the_worker
     (tmp_path / "ws").mkdir()
     write_jsonl(tmp_path / "ws" / "here.jsonl", ROWS["text"])
     assert pinned_spec("here.jsonl", tmp_path / "ws") == "here.jsonl"  # the workspace's own file stays relative
+
+
+def test_a_run_of_few_steps_prepares_only_the_rows_it_can_reach():
+    from backend.config import build_config
+    from backend.data import reachable
+
+    rows = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(5000)], "completion": ["c"] * 5000})
+    config = build_config({"max_steps": 2, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2})
+    assert config.reachable_rows() == 16
+    cut, note = reachable(rows, config.reachable_rows(), seed=3)
+    assert len(cut) == 1000 and len(set(cut["prompt"])) == 1000 and cut["prompt"][:50] != rows["prompt"][:50]
+    assert "at most 16 rows" in note and "1000 of the 5000 rows" in note and "seed 3" in note
+    assert reachable(rows, config.reachable_rows(), seed=3)[0]["prompt"] == cut["prompt"]  # the seed's rows
+    for unbounded in ({"max_steps": -1}, {"max_steps": 2, "packing": True}):
+        assert build_config(unbounded).reachable_rows() is None
+    assert reachable(rows, None, seed=3) == (rows, "")
+    ppo = build_config({"mode": "ppo", "max_steps": 3, "dataset": "demo-math",
+                        "reward_sources": [{"type": "length", "params": {"target": 5}}]})
+    assert ppo.reachable_rows() == 3 * ppo.per_device_train_batch_size * ppo.gradient_accumulation_steps \
+        * ppo.ppo.num_mini_batches

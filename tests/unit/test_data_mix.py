@@ -31,8 +31,17 @@ def test_interleaving_draws_by_weight_until_each_is_used_up(files):
     asked = {r[0]["content"] for r in ds["prompt"]}
     assert len(ds) >= 8 and asked >= {"q0", "q5", "Translate to French:\nGood morning"}
     assert "interleaved with weights 0.5, 0.5 until each is used up" in info.applied[-1]
+
+
+def test_a_weight_count_that_does_not_match_is_refused_before_any_dataset_is_read(files, monkeypatch, capfd):
+    """Reading (converting) them first printed their `Map:` progress bars above the message."""
+    import backend.data.prepare as prepare
+
+    read = []
+    monkeypatch.setattr(prepare, "load", lambda spec, *a: read.append(spec))
     with pytest.raises(DatasetError, match=r"data.mix_weights: 3 weights for 2 datasets"):
         prepare_dataset("alpaca.json,more.json", "sft", files, DataOptions(mix="interleave", mix_weights=(1, 1, 1)))
+    assert read == [] and "Map" not in capfd.readouterr().err
 
 
 def test_datasets_of_different_formats_are_made_alike_where_nothing_is_lost(files):

@@ -75,6 +75,21 @@ def test_an_export_replaces_only_an_earlier_export(workspace, tiny_model):
     assert not list(workspace.glob(".out.tmp-*"))  # no temporary leftovers
 
 
+def test_a_target_that_takes_no_files_is_refused_before_anything_is_written(workspace, tiny_model):
+    store = RunStore(workspace)
+    run = finished_run(store, tiny_model, finetuning="full")
+    shutil.copytree(tiny_model, store.run_dir(run.id) / "adapter")
+    store.finish_run(run.id, "completed")
+    for out, above in [("/proc/x", "/proc"), ("/sys/kernel/x", "/sys/kernel")]:  # read-only even for root
+        with pytest.raises(ExportError, match=f"^{out} cannot be written: {above} takes no new files"):
+            export_run(store, run.id, out)
+    (workspace / "a-file").write_text("")
+    with pytest.raises(ExportError, match="a-file is a file, not a folder"):
+        export_run(store, run.id, workspace / "a-file" / "out")
+    with pytest.raises(ExportError, match="^/proc/x cannot be written"):  # the folder is checked first
+        export_run(store, "no-such-run", "/proc/x")
+
+
 def test_zip_holds_the_folder_under_its_name_and_reports_progress_by_bytes(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()

@@ -86,6 +86,17 @@ def test_cli_command_lists_only_changed_settings_and_its_flags_rebuild_the_same_
                                                          "max_steps", "packing"]
 
 
+def test_settings_of_other_modes_left_on_the_form_stay_out_of_the_command_and_saved_presets(tmp_path):
+    """The form sends every setting, those hidden for the mode too; `launch.py train` refuses them when given."""
+    config = build_config({"mode": "sft", "finetuning": "full", "max_steps": 9, "ppo": {"gamma": 0.9},
+                           "lora": {"r": 16}, "rl": {"temperature": 0.5}})
+    assert changed_settings(config) == [("finetuning", "full"), ("max_steps", 9)]
+    text = cli_command(config)
+    flags = shlex.split([line for line in text.splitlines() if line.startswith("python") and "--set" in line][0])
+    assert load_config(None, [flags[i + 1] for i, a in enumerate(flags) if a == "--set"]).max_steps == 9
+    assert load_config(save_preset(tmp_path, "hidden", config)).max_steps == 9
+
+
 def test_cli_command_for_all_defaults_is_the_bare_command():
     assert "python launch.py train\n" in cli_command(RunConfig())
 

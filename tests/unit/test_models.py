@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_hub import silent_hub  # noqa: F401 (fixture)
+from fake_hub import dead_hub, silent_hub  # noqa: F401 (fixtures)
 from backend.models import (EMBEDDED_GGUF, EMBEDDED_MODEL, MARKER, ModelError, build_once, check_model,
                             is_complete, load_causal_lm, load_tokenizer, model_cache_dir, resolve_model)
 
@@ -187,6 +187,18 @@ def test_an_unreachable_hub_id_fails_within_the_timeout_when_online(silent_hub):
     with pytest.raises(ModelError, match="Could not reach the Hugging Face Hub for model 'nobody-here/x'"):
         check_model("nobody-here/x")
     assert time.perf_counter() - start < 3
+
+
+def test_a_hub_that_takes_no_connection_is_said_once_at_once_without_retry_lines(dead_hub, capfd, caplog):
+    """huggingface_hub would retry five times (~15 s), logging "Retrying in 1s" each time, before the message."""
+    for _ in range(2):  # the second look-up reuses what the first found
+        start = time.perf_counter()
+        with pytest.raises(ModelError, match=r"Could not reach the Hugging Face Hub for model 'nobody-here/x' "
+                                             r"\(offline or no network: cannot connect to 127.0.0.1: "):
+            check_model("nobody-here/x")
+        assert time.perf_counter() - start < 2
+    out = capfd.readouterr()
+    assert "Retrying" not in out.err + out.out + caplog.text
 
 
 def test_loading_errors_name_the_folder(tmp_path):

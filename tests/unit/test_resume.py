@@ -8,7 +8,7 @@ import pytest
 
 from backend.config import ConfigError, build_config
 from backend.modes.training import AUTO_SAVE_RATIO
-from backend.runs import jobs
+from backend.runs import deaths, jobs
 from backend.runs.store import RunStore
 
 
@@ -123,17 +123,53 @@ def test_a_run_whose_processes_all_vanished_is_interrupted_with_the_step_to_resu
     assert jobs.resume_run(store, with_checkpoint.id).status == "queued"
 
 
-@pytest.mark.parametrize("rc, tail, expected", [
-    (-9, "", "the worker (pid 1234) was killed by SIGKILL (out of memory?)"),
+ROOT_CAUSE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+backend.runs.worker FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-06_17:03:29
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 12820)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-06_17:03:29
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 12821)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 12821
+============================================================"""
+
+
+@pytest.mark.parametrize("rc, tail, launcher, oom, expected", [
+    (-9, "", None, None, "the worker (pid 1234) was killed by SIGKILL"),  # memory only with evidence
+    (-9, "", None, "the kernel's OOM killer ended it",
+     "the worker (pid 1234) was killed by SIGKILL (out of memory: the kernel's OOM killer ended it)"),
     (1, "step 4/6: loss=1\nsubprocess.CalledProcessError: Command '['python', '-m', 'backend.runs.worker']' "
-        "died with <Signals.SIGKILL: 9>.", "the worker (pid 1234) was killed by SIGKILL (out of memory?)"),
+        "died with <Signals.SIGKILL: 9>.", 77, None, "the worker (pid 1234) was killed by SIGKILL"),
     (1, "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: CUDA error: device-side assert"
-        "\nsubprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.",
+        "\nsubprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.", 77, None,
      "the worker (pid 1234) exited with code 1: RuntimeError: CUDA error: device-side assert"),
-    (2, "nothing useful", "the worker (pid 1234) exited with code 2 before finishing"),
+    (2, "nothing useful", None, None, "the worker (pid 1234) exited with code 2 before finishing"),
+    (1, ROOT_CAUSE, 77, None, "rank 1 (pid 12821) was killed by SIGKILL"),  # torchrun's report, not rank 0's error
+    (-9, "step 3/9: loss=2", 77, None, "accelerate's launcher (pid 77) was killed by SIGKILL; its ranks were ended"),
 ])
-def test_a_dead_worker_is_described_by_its_pid_and_its_signal_or_last_error(rc, tail, expected):
-    assert jobs.death_message(rc, 1234, tail) == expected
+def test_a_dead_worker_is_described_by_the_first_process_to_die_and_its_signal_or_last_error(rc, tail, launcher,
+                                                                                            oom, expected):
+    assert deaths.death_message(rc, 1234, tail, launcher_pid=launcher, oom=oom) == expected
+
+
+def test_a_rank_killed_first_leads_the_error_the_surviving_rank_recorded():
+    gloo = "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:39637. GLHF!"
+    blamed = deaths.blamed_rank(gloo, ROOT_CAUSE)
+    assert blamed == f"rank 1 (pid 12821) was killed by SIGKILL; then rank 0 failed: {gloo}"
+    assert deaths.blamed_rank(blamed, ROOT_CAUSE) is None  # said once
+    assert deaths.blamed_rank(gloo, "no report") is None
+    own = ROOT_CAUSE.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)").replace("-9 (pid", "1 (pid")
+    assert deaths.blamed_rank("ValueError: bad batch", own) is None  # rank 0's own error is the cause
 
 
 def test_an_older_workspace_gains_the_attempt_column(tmp_path):
@@ -164,7 +200,7 @@ def test_an_ended_runs_complete_checkpoints_are_models_to_evaluate(store):
 def _ended(store, status="failed", exit_code=None, stop=False, auto_resume=2):
     run = store.create_run(build_config({"max_steps": 6, "save_steps": 2, "auto_resume": auto_resume}))
     store.update_run(run.id, status="running", stop_requested=int(stop))
-    store.finish_run(run.id, status, error="the worker (pid 7) was killed by SIGKILL (out of memory?)",
+    store.finish_run(run.id, status, error="the worker (pid 7) was killed by SIGKILL",
                      exit_code=exit_code)
     return store.get_run(run.id)
 

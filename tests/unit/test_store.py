@@ -1,10 +1,14 @@
 """The SQLite run store: runs, statuses, incremental metric reads, persistence across connections."""
 import math
+import os
 import sqlite3
+import subprocess
 import threading
 
+import pytest
+
 from backend.config import build_config
-from backend.runs.store import RunStore
+from backend.runs.store import RunStore, WorkspaceError
 
 
 def test_runs_are_created_queued_and_listed_newest_first(tmp_path):
@@ -83,3 +87,60 @@ def test_run_ids_made_in_the_same_second_never_clash(tmp_path, monkeypatch):
     store = RunStore(tmp_path)
     first, second = store.create_run(build_config({})), store.create_run(build_config({}))
     assert (first.id, second.id) == ("20260101-000000-aaaa", "20260101-000000-bbbb")
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A function making a folder read-only for this process: its mode for a user, a read-only bind mount for
+    root (whom modes do not stop); the test is skipped where neither can be made."""
+    mounted = []
+
+    def make(folder):
+        if os.geteuid() != 0:
+            for path in [folder, *folder.rglob("*")]:
+                path.chmod(path.stat().st_mode & ~0o222)
+            return folder
+        view = tmp_path / "read-only-view"
+        view.mkdir()
+        for args in (["mount", "--bind", str(folder), str(view)], ["mount", "-o", "remount,ro,bind", str(view)]):
+            if subprocess.run(args, capture_output=True).returncode:
+                pytest.skip("no read-only mount can be made here")
+            mounted[:] = [view]
+        return view
+
+    yield make
+    for view in mounted:
+        subprocess.run(["umount", "--lazy", str(view)], capture_output=True)  # a store may still hold it open
+
+
+def test_a_read_only_workspace_is_listed_and_refuses_writes_saying_why(tmp_path, read_only):
+    store = RunStore(tmp_path / "ws")
+    run = store.create_run(build_config({"name": "kept"}))
+    store.add_metrics(run.id, 1, {"loss": 1.5})
+    ro = RunStore(read_only(tmp_path / "ws"))
+    assert ro.read_only and [r.name for r in ro.list_runs()] == ["kept"]
+    assert ro.last_metrics(run.id) == {"loss": 1.5}
+    with pytest.raises(WorkspaceError) as err:
+        ro.set_note(run.id, "x")
+    assert str(err.value).startswith(f"workspace {ro.workspace} ") and "runs can be listed and shown, not " \
+        "started, changed or deleted; make it writable" in str(err.value)
+    with pytest.raises(WorkspaceError, match="cannot be used: .*choose a folder this user can write"):
+        RunStore(ro.workspace / "new")  # nothing there to read
+
+
+def test_each_metric_is_stored_once_per_step(tmp_path):
+    """The trainer logs its last step again with the run's totals (and an evaluation's), repeating epoch."""
+    from types import SimpleNamespace
+
+    from backend.modes.training import StoreCallback
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({}))
+    callback = StoreCallback(store, run.id, is_main=True)
+    for step, logs in [(1, {"loss": 2.0, "epoch": 0.5}), (2, {"loss": 1.0, "epoch": 1.0}),
+                       (2, {"train_runtime": 3.0, "epoch": 1.0}), (2, {"eval_loss": 1.2, "epoch": 1.0})]:
+        callback.on_log(None, SimpleNamespace(global_step=step, max_steps=2), None, logs=logs)
+    pairs = [(m["step"], m["name"]) for m in store.metrics_since(run.id)]
+    assert len(pairs) == len(set(pairs))
+    assert {name for step, name in pairs if step == 2} == {"loss", "epoch", "train_runtime", "eval_loss",
+                                                           "memory/peak_rss_gb"}

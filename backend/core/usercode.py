@@ -1,0 +1,231 @@
+"""A user's function from a .py file, run in a child process with a time limit.
+
+A reward function (later: a tool, an environment) is code the workbench does not control: it may sleep forever,
+spin in a loop or sit in native code. A thread cannot be interrupted, so the function lives in a child process
+of its own (`python -m backend.core.usercode`), loaded once and called over a pipe; a call that outlives its
+limit kills the child, and the next call starts a fresh one. The child writes to the caller's stdout / stderr
+(the run's log), so the user's prints show where they used to.
+
+Arguments cross the pipe by pickle: callables (TRL's `log_extra`, `log_metric`) become recorders in the child
+whose calls are replayed in the caller, and an object that cannot be sent is replaced by a summary of it.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import weakref
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import SimpleNamespace
+
+START_TIMEOUT_S = 120.0  # loading the file: its imports (numpy, a tokenizer) may take a while on a loaded machine
+
+
+class UserCodeError(RuntimeError):
+    """The user's code could not be loaded, raised, timed out or returned something that cannot be sent back."""
+
+
+class UserCodeTimeout(UserCodeError):
+    """A call took longer than its limit; the child that ran it was killed."""
+
+
+def load_function(path: Path, function: str):
+    """Run the file as a fresh module (edits are picked up on the next load) and return the function."""
+    name = "workbench_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickle look a module up here
+    try:
+        source = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserCodeError(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): save it as "
+                            "UTF-8") from None
+    try:
+        exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own file, by design
+    except Exception as e:  # noqa: BLE001 - any error in user code
+        sys.modules.pop(name, None)
+        raise UserCodeError(f"loading {path} failed: {type(e).__name__}: {e}{where(e, path)}") from e
+    fn = getattr(module, function, None)
+    if fn is None:
+        found = [k for k, v in vars(module).items()
+                 if inspect.isfunction(v) and v.__module__ == name and not k.startswith("_")]
+        raise UserCodeError(f"{path} defines no function '{function}'"
+                            + (f" (it defines: {', '.join(found)})" if found else ""))
+    if not callable(fn):
+        raise UserCodeError(f"'{function}' in {path} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def where(error: BaseException, path: Path) -> str:
+    """" (line N)": the last line of `path` in the error's traceback, or ""."""
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == Path(path)]
+    return f" (line {lines[-1]})" if lines else ""
+
+
+def sendable(value):
+    """`value` when it is built of Python's own types; else a namespace of its plain attributes (TRL's TrainerState:
+    global_step, epoch, max_steps …: unpickling the object itself would import transformers in the child, seconds
+    of a call's time limit), else its repr."""
+    if type(value).__module__ == "builtins":
+        return value
+    plain = {k: v for k, v in vars(value).items() if isinstance(v, (int, float, str, bool, type(None)))} \
+        if hasattr(value, "__dict__") else {}
+    return SimpleNamespace(**plain) if plain else repr(value)
+
+
+class UserFunction:
+    """`function` of the .py file `path`, called in a child process. `label` names it in every message, e.g.
+    "reward source 'x' (r.py:reward)"."""
+
+    def __init__(self, path: Path, function: str, label: str):
+        self.path, self.function, self.label = Path(path), function, label
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._finalizer = None
+        self._start()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                         os.environ.get("PYTHONPATH")])))
+        try:
+            # the file in the command line: `ps` shows whose code a process runs
+            proc = subprocess.Popen([sys.executable, "-m", "backend.core.usercode", str(theirs.fileno()),
+                                     str(self.path)],
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        finally:
+            theirs.close()
+        conn = Connection(ours.detach())
+        self._proc, self._conn = proc, conn
+        self._finalizer = weakref.finalize(self, _end, proc, conn)
+        conn.send((str(self.path), self.function))
+        reply = self._receive(START_TIMEOUT_S, f"loading {self.path.name}")
+        if reply[0] != "ready":
+            self.close()
+            raise UserCodeError(reply[1])
+
+    def _receive(self, timeout_s: float, doing: str):
+        deadline = time.monotonic() + timeout_s
+        while not self._conn.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self.close()
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                raise UserCodeError(f"{self.label}: its process {how} while {doing}")
+            if time.monotonic() >= deadline:
+                self.close()
+                raise UserCodeTimeout(f"{self.label} took longer than {timeout_s:g} s")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError) as e:
+            self.close()
+            raise UserCodeError(f"{self.label}: its process ended while {doing}") from e
+
+    def __call__(self, timeout_s: float, **kwargs):
+        """The function's result for `kwargs`, within `timeout_s` (UserCodeTimeout past it; the next call starts
+        a fresh process). Callables among the arguments are called back here with what the function passed them."""
+        if self._proc is None:
+            self._start()
+        hooks = {k: v for k, v in kwargs.items() if callable(v)}
+        sent = {k: sendable(v) for k, v in kwargs.items() if k not in hooks}
+        try:
+            self._conn.send((sent, sorted(hooks)))
+        except (OSError, EOFError) as e:
+            self.close()
+            raise UserCodeError(f"{self.label}: its process ended before the call") from e
+        reply = self._receive(timeout_s, "scoring")
+        kind = reply[0]
+        if kind == "raised":
+            raise UserCodeError(f"{self.label} raised {reply[1]}")
+        if kind == "unsendable":
+            raise UserCodeError(f"{self.label} returned {reply[1]}, which cannot be sent back; return plain numbers")
+        _, result, calls = reply
+        for name, args in calls:
+            hooks[name](*args)
+        return result
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = self._conn = self._finalizer = None
+
+
+def _end(proc: subprocess.Popen, conn: Connection) -> None:
+    try:
+        conn.close()
+    except OSError:
+        pass
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _plain(value):
+    if hasattr(value, "tolist"):  # numpy array, torch tensor
+        value = value.tolist()
+    return value
+
+
+def _serve(fd: int) -> None:
+    """The child: load the function, then answer calls until the pipe closes."""
+    conn = Connection(fd)
+    path, function = conn.recv()
+    try:
+        fn = load_function(Path(path), function)
+    except UserCodeError as e:
+        conn.send(("failed", str(e)))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            kwargs, hook_names = conn.recv()
+        except (EOFError, OSError):
+            return
+        calls: list = []
+        for name in hook_names:
+            kwargs[name] = (lambda n: lambda *args: calls.append((n, args)))(name)
+        try:
+            out = fn(**kwargs)
+            if inspect.isawaitable(out):
+                out = asyncio.run(_wait(out))
+            out = _plain(out)
+            if isinstance(out, (list, tuple)):
+                out = [_plain(x) for x in out]
+        except Exception as e:  # noqa: BLE001 - any error in user code goes back with its line
+            conn.send(("raised", f"{type(e).__name__}: {e}{where(e, Path(path))}"))
+            continue
+        try:
+            conn.send(("ok", out, calls))
+        except Exception:  # noqa: BLE001 - e.g. a generator, a lock
+            conn.send(("unsendable", type(out).__name__))
+
+
+async def _wait(awaitable):
+    return await awaitable
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this process when its caller is gone (killed outright: nobody else would end it)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+if __name__ == "__main__":
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the caller decides
+    threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
+    _serve(int(sys.argv[1]))
