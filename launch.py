@@ -19,6 +19,8 @@
   python launch.py eval [start] --model run:ID --against base --dataset FILE --scorer numeric_match:answer
   python launch.py eval list|show|stop|restart|delete EVAL_ID
   python launch.py metrics [--host 127.0.0.1] [--port 9101] [--auth user:pass]
+  python launch.py serve MODEL [--port 8000] [--api-key KEY] [--detach]   (OpenAI API)
+  python launch.py serve list|stop SERVER_ID
 """
 from __future__ import annotations
 
@@ -29,11 +31,11 @@ import sys
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from cli import doctor, evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
+from cli import deploy, doctor, evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
 from cli.common import workspace_option  # noqa: E402
 
 # Each module adds its subcommands; this order is the order of `launch.py --help`.
-COMMANDS = (serve, train, settings, runs, doctor, evaluate, export, labels, sweep)
+COMMANDS = (serve, train, settings, runs, doctor, evaluate, export, labels, sweep, deploy)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +52,7 @@ def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> li
     commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if not any(a in commands or a in ("-h", "--help") for a in argv):
         return ["ui", *argv]
-    return evaluate.with_default_subcommand(argv)
+    return deploy.with_default_subcommand(evaluate.with_default_subcommand(argv))
 
 
 def main(argv=None) -> int:

@@ -123,6 +123,31 @@ UI: dict[str, tuple[str, str]] = {
     "log.matches": ("{n} of {total} lines contain “{query}”", "{total} 行中有 {n} 行包含“{query}”"),
     "log.last": (" · the last {n} shown", " · 显示最后 {n} 行"),
     "log.cut": (" · read from the file's last {mb} MB", " · 仅读取文件的最后 {mb} MB"),
+    "serve.title": ("Serve (OpenAI API)", "部署为服务（OpenAI API）"),
+    "serve.intro": ("The selected run served over the OpenAI API (`/v1/chat/completions` with streaming, "
+                    "`/v1/completions`, `/v1/models`) by `transformers serve`, its adapter merged in once. Bound to "
+                    "127.0.0.1 unless you type another address; `launch.py serve list` lists the servers.",
+                    "用 `transformers serve` 通过 OpenAI API（`/v1/chat/completions`（支持流式）、`/v1/completions`、"
+                    "`/v1/models`）部署所选运行，适配器只合并一次。除非填写其他地址，否则只监听 127.0.0.1；"
+                    "`launch.py serve list` 列出所有服务。"),
+    "serve.host": ("Address", "地址"),
+    "serve.port": ("Port", "端口"),
+    "serve.key": ("API key (optional, 8+ characters)", "API 密钥（可选，至少 8 个字符）"),
+    "serve.key_placeholder": ("empty: the UI's password", "留空：使用界面的密码"),
+    "serve.start": ("Serve", "启动服务"),
+    "serve.stop": ("Stop serving", "停止服务"),
+    "serve.refresh": ("Refresh", "刷新"),
+    "serve.failed": ("The server failed", "服务失败"),
+    "serve.cannot": ("Cannot serve", "无法启动服务"),
+    "serve.loading": ("Loading the model (its adapter merged in once)", "正在加载模型（适配器只合并一次）"),
+    "serve.status.loading": ("loading", "加载中"),
+    "serve.status.serving": ("serving", "服务中"),
+    "serve.status.stopped": ("stopped", "已停止"),
+    "serve.status.failed": ("failed", "失败"),
+    "serve.counts": ("{n} requests · {rate} tokens/s", "{n} 个请求 · 每秒 {rate} 个 token"),
+    "serve.key_needed": ("clients send the API key as `Authorization: Bearer KEY`",
+                         "客户端需以 `Authorization: Bearer KEY` 发送 API 密钥"),
+    "serve.key_short": ("the API key must have at least 8 characters", "API 密钥至少需要 8 个字符"),
     "export.title": ("Export", "导出"),
     "export.intro": ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer "
                      "and chat template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the "

@@ -92,9 +92,11 @@ def _import_transformers() -> None:
     transformers.PreTrainedTokenizerBase  # noqa: B018 - resolves the lazy attribute
 
 
-def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18n.DEFAULT) -> gr.Blocks:
+def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18n.DEFAULT,
+              auth: tuple[str, str] | None = None) -> gr.Blocks:
     """`warning`: said in the page header on every tab (e.g. served to the network without a password);
-    `lang`: the interface language of a browser that has not chosen one."""
+    `lang`: the interface language of a browser that has not chosen one; `auth`: the UI's --auth (its password
+    is a model server's API key unless another is typed)."""
     _import_transformers()
     store = RunStore(workspace)
     i18n.serve_default(lang)
@@ -119,7 +121,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             with gr.Tab("Train", id="train", elem_id="tab-train") as pages["train"]:
                 train = train_tab.build(store, polls, view, words)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs") as pages["runs"]:
-                runs = runs_tab.build(store, polls, view, words)
+                runs = runs_tab.build(store, polls, view, words, ui_password=auth[1] if auth else None)
             with gr.Tab("Evaluate", id="evaluate", elem_id="tab-evaluate") as pages["evaluate"]:
                 evaluate = eval_tab.build(store, polls, words)
             with gr.Tab("Sweeps", id="sweeps", elem_id="tab-sweeps") as pages["sweeps"]:
@@ -282,7 +284,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
     from backend.monitoring import open_warning
 
     warning = open_warning(host, auth)  # the page's banner; `launch.py ui` has printed it once already
-    demo = build_app(workspace, warning, lang)
+    demo = build_app(workspace, warning, lang, auth)
     demo.queue(default_concurrency_limit=4)
     routes = [metrics_route(workspace, auth), stamp_route(workspace)]  # Gradio's follow
     if auth:

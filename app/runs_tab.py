@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from app import compare_panel, doctor_render, export_panel, i18n, log_panel
+from app import compare_panel, doctor_render, export_panel, i18n, log_panel, serve_panel
 from app.choices import run_choices, run_selection
 from app.eval_render import run_evaluations_markdown
 from app.formatting import (ALL_STEPS, RUN_COLUMNS, SAMPLE_COLUMNS, columns, progress_html, run_table_rows,
@@ -94,7 +94,8 @@ def samples_frame(rows: list[list], sources: list[str], lang: str = i18n.DEFAULT
     return pd.DataFrame(rows, columns=[*columns(SAMPLE_COLUMNS, lang), *sources, i18n.text("col.total", lang)])
 
 
-def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsTab:
+def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
+          ui_password: str | None = None) -> RunsTab:
     """`words` (an i18n.Translatable) is given this tab's words to translate."""
     w = i18n.given(words)
     table = w.add(gr.Dataframe(pd.DataFrame(columns=RUN_COLUMNS), headers=RUN_COLUMNS, interactive=False,
@@ -144,6 +145,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None) -> RunsT
             with w.add(gr.Accordion(open=False), "runs.config"):
                 config = gr.Code(language="yaml", interactive=False, elem_id="run-config", show_label=False)
             export_panel.build(store, select, w)
+            serve_panel.build(store, select, w, ui_password)
     log_panel.build(store, polls, select, w)
     compare_panel.build(store, polls, w)
 

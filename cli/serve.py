@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import sys
 
+from backend.core.net import not_a_port, port_problem
 from cli.common import EXIT_BAD_INPUT, bad_input, open_store, workspace
 
 
@@ -45,36 +46,6 @@ def _auth(args):
     return user.strip(), password  # Gradio strips the name typed at its login
 
 
-def _not_a_port(port: int) -> str | None:
-    if 1 <= port <= 65535:
-        return None
-    return f"--port {port}: not a TCP port; give one from 1 to 65535"  # socket.bind would raise OverflowError
-
-
-def _port_taken(host: str, port: int) -> str | None:
-    """Why `port` cannot be served on `host` (with a free one to use instead), or None when it can."""
-    import socket
-
-    if why := _not_a_port(port):
-        return why
-
-    def free(p: int) -> bool:
-        with socket.socket() as s:
-            # as the server itself binds: a just-closed server's TIME_WAIT is no reason to refuse
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, p))
-                return True
-            except OSError:
-                return False
-
-    if free(port):
-        return None
-    spare = next((p for p in range(port + 1, min(port + 100, 65536)) if free(p)), None)
-    return f"port {port} on {host} is taken (another workbench or program listens there)" + (
-        f"; use --port {spare}, which is free" if spare else "; choose another --port")
-
-
 def _warn_if_open(args, auth) -> None:
     from backend.monitoring import open_warning
 
@@ -88,7 +59,7 @@ def cmd_ui(args) -> int:
         return EXIT_BAD_INPUT
     from app.main import launch_ui  # gradio is imported here only: the other commands start without it
 
-    if why := _port_taken(args.host, args.port):
+    if why := port_problem(args.host, args.port):
         return bad_input(f"cannot start the UI: {why}")
     _warn_if_open(args, auth)
     launch_ui(workspace=workspace(args), host=args.host, port=args.port, auth=auth, lang=args.lang)
@@ -98,7 +69,7 @@ def cmd_ui(args) -> int:
 def cmd_metrics(args) -> int:
     from backend.monitoring import serve
 
-    if why := _not_a_port(args.port):
+    if why := not_a_port(args.port):
         return bad_input(f"cannot serve the metrics: {why}")
     auth = _auth(args)
     if auth is False:

@@ -51,10 +51,14 @@ def training_model(spec: str, workspace: Path, progress: Progress | None = None)
 
 
 def merge_artifact(art: RunArtifact, out: Path, report: Progress) -> None:
-    """Base + adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
-    report(0.0, f"Loading the base model {art.base_model}")
-    loaded = load_model(ModelRef.of_artifact(art), task=art.task, merge=True,
-                        progress=lambda f, m: report(0.6 * f, m))
+    """Base + the run's adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
+    merge_ref(ModelRef.of_artifact(art), out, report)
+
+
+def merge_ref(ref: ModelRef, out: Path, report: Progress) -> None:
+    """Base + `ref`'s adapter → merge_and_unload → save_pretrained (safetensors) with the adapter's tokenizer."""
+    report(0.0, f"Loading the base model {ref.base}")
+    loaded = load_model(ref, task=ref.task, merge=True, progress=lambda f, m: report(0.6 * f, m))
     model, tokenizer = loaded.model, loaded.tokenizer
     report(0.6, "Saving the merged model (safetensors)")
     model.save_pretrained(str(out), safe_serialization=True)

@@ -131,7 +131,7 @@ def test_an_open_server_is_warned_about_once(tmp_path, monkeypatch, capsys, capl
 
     import socket
 
-    monkeypatch.setattr(app.main, "build_app", lambda workspace, warning, lang: shown.append(warning) or Demo())
+    monkeypatch.setattr(app.main, "build_app", lambda workspace, warning, lang, auth: shown.append(warning) or Demo())
     with socket.socket() as s:
         s.bind(("0.0.0.0", 0))
         port = s.getsockname()[1]
