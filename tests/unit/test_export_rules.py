@@ -116,17 +116,18 @@ def test_metrics_picture_puts_loss_first_and_skips_bookkeeping(tmp_path):
     assert not render_metrics_png({"train_runtime": [(1, 3.0)]}, tmp_path / "none.png")
 
 
-def test_an_exported_adapter_names_the_embedded_base_by_name_not_by_this_machines_cache(tmp_path):
+def test_an_exported_adapter_names_the_embedded_bases_hub_id_and_the_workbench_its_exact_base(tmp_path):
     import json
 
     from backend.models import EMBEDDED_MODEL, ModelRef, model_cache_dir
+    from backend.models.specs import EMBEDDED_HUB_ID
 
     config = tmp_path / "adapter_config.json"
     config.write_text(json.dumps({"base_model_name_or_path": str(model_cache_dir() / EMBEDDED_MODEL), "r": 8,
                                   "task_type": "CAUSAL_LM", "peft_type": "LORA"}))
     portable_base(config, EMBEDDED_MODEL)
-    assert json.loads(config.read_text())["base_model_name_or_path"] == EMBEDDED_MODEL
-    assert ModelRef.parse(str(tmp_path)).base == EMBEDDED_MODEL  # the workbench resolves it on any machine
+    assert json.loads(config.read_text())["base_model_name_or_path"] == EMBEDDED_HUB_ID  # loads anywhere
+    assert ModelRef.parse(str(tmp_path)).base == EMBEDDED_MODEL  # the workbench: the base it was trained on
     hub = {"base_model_name_or_path": "org/model", "r": 8}
     config.write_text(json.dumps(hub))
     portable_base(config, "org/model")  # a Hub id (or a folder) is already portable
