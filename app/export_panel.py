@@ -12,6 +12,7 @@ import gradio as gr
 from app import i18n
 from app.formatting import error_markdown
 from backend import export
+from backend.models.from_run import MERGED_DTYPES
 from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,13 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
             zip_button = w.add(gr.Button(variant="primary", elem_id="export-zip", min_width=160), "export.zip",
                                "value")
             merge_button = w.add(gr.Button(elem_id="export-merge", min_width=160), "export.merge", "value")
+            dtype = w.add(gr.Dropdown(choices=list(MERGED_DTYPES), value="auto", elem_id="export-dtype",
+                                      min_width=140), "export.dtype", info="export.dtype_info")
         status = gr.Markdown("", elem_id="export-status")
         file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
 
     def exporter(merge: bool):
-        def handler(run_id, progress=gr.Progress(), request: gr.Request = None):
+        def handler(run_id, dtype_name="auto", progress=gr.Progress(), request: gr.Request = None):
             lang = i18n.lang_of(request)
             hidden = gr.update(value=None, visible=False)
             if not run_id:
@@ -51,7 +54,7 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
             try:
                 result = export.export_run(store, run_id, export.default_export_dir(store, run_id, merge),
                                            merge=merge, make_zip=True, overwrite=True,
-                                           progress=lambda f, m: progress(f, desc=m))
+                                           progress=lambda f, m: progress(f, desc=m), dtype=dtype_name or "auto")
             except export.ExportError as e:
                 return {status: error_markdown([str(e)], i18n.text("export.cannot", lang), lang), file: hidden}
             except Exception as e:  # never a traceback in the page; the log has it
@@ -63,6 +66,6 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
 
     # one export at a time: a merge holds a whole model in memory
     zip_button.click(exporter(False), select, [status, file], concurrency_limit=1, concurrency_id="export")
-    merge_button.click(exporter(True), select, [status, file], concurrency_limit=1, concurrency_id="export")
+    merge_button.click(exporter(True), [select, dtype], [status, file], concurrency_limit=1, concurrency_id="export")
     select.change(lambda: {status: "", file: gr.update(value=None, visible=False)}, None, [status, file],
                   show_progress="hidden")

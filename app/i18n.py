@@ -149,6 +149,8 @@ UI: dict[str, tuple[str, str]] = {
                          "客户端需以 `Authorization: Bearer KEY` 发送 API 密钥"),
     "serve.key_short": ("the API key must have at least 8 characters", "API 密钥至少需要 8 个字符"),
     "export.title": ("Export", "导出"),
+    "export.dtype": ("Merged weights", "合并模型的权重类型"),
+    "export.dtype_info": ("auto: the base model's own (bf16 halves the files)", "auto：与基础模型相同（bf16 文件减半）"),
     "export.intro": ("**Adapter**: a standard PEFT folder (adapter_config.json, adapter_model.safetensors, tokenizer "
                      "and chat template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the "
                      "base weights (safetensors) for plain `AutoModelForCausalLM` (reward models: "

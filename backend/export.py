@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
-from backend.models.from_run import LEFT_OUT, merge_artifact
+from backend.models.from_run import LEFT_OUT, MERGED_DTYPES, merge_artifact
 from backend.models.specs import TRAINED_ON as TRAINED_ON_NAME
 from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
@@ -156,9 +156,12 @@ def _copy_files(src: Path, dst: Path, names) -> list[str]:
 # ---- exports ----
 
 def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = False, make_zip: bool = False,
-               overwrite: bool = False, progress: Progress | None = None) -> ExportResult:
-    """Export a run's adapter (or, with `merge`, a merged model) into `out`, with its model card; `make_zip`
-    also writes `out`.zip beside it. A full fine-tuning run is copied whatever `merge` says."""
+               overwrite: bool = False, progress: Progress | None = None, dtype: str = "auto") -> ExportResult:
+    """Export a run's adapter (or, with `merge`, a merged model saved as `dtype`: MERGED_DTYPES, auto the base's
+    own) into `out`, with its model card; `make_zip` also writes `out`.zip beside it. A full fine-tuning run is
+    copied whatever `merge` says."""
+    if dtype not in MERGED_DTYPES:
+        raise ExportError(f"dtype {dtype!r}: choose one of {', '.join(MERGED_DTYPES)}")
     report = progress or _noop
     out = Path(out).expanduser().resolve()
     _check_target(out, overwrite)  # first: it is cheap, and the run may be fine
@@ -179,7 +182,7 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
             _copy_model(art.folder, tmp, part(0.0, 0.9 - zip_share))
         elif merge:
             kind = "merged"
-            merge_artifact(art, tmp, part(0.0, 0.9 - zip_share))
+            merge_artifact(art, tmp, part(0.0, 0.9 - zip_share), dtype)
         else:
             kind = "adapter"
             report(0.0, "Copying the adapter and tokenizer files")

@@ -10,6 +10,10 @@ def add_parsers(sub, common) -> None:
     ex.add_argument("--out", required=True, help="folder to write (created; must be empty or an earlier export)")
     ex.add_argument("--merge", action="store_true",
                     help="fold the LoRA adapter into the base weights (a model for plain AutoModelForCausalLM)")
+    from backend.models.from_run import MERGED_DTYPES  # no torch: the parser stays quick
+
+    ex.add_argument("--dtype", default="auto", choices=list(MERGED_DTYPES),
+                    help="the merged model's weights (with --merge): auto keeps the base's own dtype")
     ex.add_argument("--zip", action="store_true", help="also write OUT.zip")
     ex.add_argument("--overwrite", action="store_true", help="replace an earlier export in OUT")
     ex.set_defaults(func=cmd_export)
@@ -30,7 +34,7 @@ def cmd_export(args) -> int:
 
     try:
         result = export_run(open_store(args), args.run_id, args.out, merge=args.merge, make_zip=args.zip,
-                            overwrite=args.overwrite, progress=progress)
+                            overwrite=args.overwrite, progress=progress, dtype=args.dtype)
     except ExportError as e:
         return bad_input(f"Cannot export: {e}")
     for note in result.notes:

@@ -50,17 +50,37 @@ def training_model(spec: str, workspace: Path, progress: Progress | None = None)
                           progress))
 
 
-def merge_artifact(art: RunArtifact, out: Path, report: Progress) -> None:
+def merge_artifact(art: RunArtifact, out: Path, report: Progress, dtype: str = "f32") -> None:
     """Base + the run's adapter → merge_and_unload → save_pretrained (safetensors) with the run's tokenizer."""
-    merge_ref(ModelRef.of_artifact(art), out, report)
+    merge_ref(ModelRef.of_artifact(art), out, report, dtype)
 
 
-def merge_ref(ref: ModelRef, out: Path, report: Progress) -> None:
-    """Base + `ref`'s adapter → merge_and_unload → save_pretrained (safetensors) with the adapter's tokenizer."""
+def base_dtype(model_dir: str) -> str:
+    """The dtype a model folder's config names (float32 when it names none, or for a Hub id)."""
+    import json
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return "float32"
+    name = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    return name if name in ("bfloat16", "float16", "float32") else "float32"
+
+
+MERGED_DTYPES = {"auto": None, "bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def merge_ref(ref: ModelRef, out: Path, report: Progress, dtype: str = "f32") -> None:
+    """Base + `ref`'s adapter → merge_and_unload → save_pretrained (safetensors) with the adapter's tokenizer.
+    The sums are made in float32, then saved as `dtype` (MERGED_DTYPES; auto: the base's own, as its config says)."""
+    import torch
+
     report(0.0, f"Loading the base model {ref.base}")
     loaded = load_model(ref, task=ref.task, merge=True, progress=lambda f, m: report(0.6 * f, m))
     model, tokenizer = loaded.model, loaded.tokenizer
-    report(0.6, "Saving the merged model (safetensors)")
+    name = MERGED_DTYPES[dtype] or base_dtype(ref.resolve())
+    model.to(getattr(torch, name))
+    report(0.6, f"Saving the merged model ({name}, safetensors)")
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     for name in LEFT_OUT:  # nothing of these should come from save_pretrained, but never ship them

@@ -97,6 +97,26 @@ def test_cli_merges_into_a_plain_causal_lm_within_1e4_of_the_adapter(runs, tiny_
     assert again.returncode == 2 and "--overwrite" in again.stderr  # an existing export is not replaced silently
 
 
+def test_a_merge_in_bf16_halves_the_weights_and_stays_near_the_float32_one(runs, tmp_path):
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    store, sft, _ = runs
+    f32 = export_run(store, sft.id, tmp_path / "f32", merge=True).folder  # auto: the tiny base is float32
+    bf16 = export_run(store, sft.id, tmp_path / "bf16", merge=True, dtype="bf16").folder
+    with safe_open(bf16 / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    assert json.loads((bf16 / "config.json").read_text())["dtype"] == "bfloat16"
+    size = (bf16 / "model.safetensors").stat().st_size / (f32 / "model.safetensors").stat().st_size
+    assert 0.45 < size < 0.55
+    batch = _ids(AutoTokenizer.from_pretrained(f32))
+    full = _causal_logits(AutoModelForCausalLM.from_pretrained(f32).eval(), batch)
+    half = _causal_logits(AutoModelForCausalLM.from_pretrained(bf16, dtype=torch.float32).eval(), batch)
+    assert (half - full).abs().max() < 0.05  # bf16 keeps 8 bits of mantissa: the tiny model's logits are ~1
+    with pytest.raises(ExportError, match="dtype 'int8': choose one of auto, bf16, f16, f32"):
+        export_run(store, sft.id, tmp_path / "int8", merge=True, dtype="int8")
+
+
 def test_reward_model_merge_keeps_its_scores(runs, tiny_model, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
