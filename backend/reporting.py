@@ -1,5 +1,7 @@
 """Where a run's trainer also reports its logs (the run config's `report_to`): TensorBoard event files in the run's
-folder, and a trackio project in the workspace. Both stay on this machine; neither ever needs the network.
+folder, a trackio project in the workspace, MLflow (the workspace's mlruns file store unless MLFLOW_TRACKING_URI
+names a server) and Weights & Biases (offline into the run's folder unless WANDB_MODE says otherwise). Without those
+variables nothing leaves this machine. MLflow and W&B are installed only by whoever chooses them.
 
 The metrics the workbench itself plots come from the run store either way; these are for people who already
 read their runs in TensorBoard or trackio. No torch here: the UI imports this for the paths it shows.
@@ -10,9 +12,11 @@ import importlib.util
 import os
 from pathlib import Path
 
-REPORTERS = ("tensorboard", "trackio")
-TRACKIO_PROJECT = "workbench"
-_PACKAGES = {"tensorboard": "tensorboard==2.21.0", "trackio": "trackio==0.43.0"}
+REPORTERS = ("tensorboard", "trackio", "mlflow", "wandb")
+TRACKIO_PROJECT = "workbench"  # trackio's project, MLflow's experiment and W&B's project unless the user names one
+# mlflow-skinny: the tracking client alone (the full package brings a server, scikit-learn, …)
+_PACKAGES = {"tensorboard": "tensorboard==2.21.0", "trackio": "trackio==0.43.0", "mlflow": "mlflow-skinny==3.18.0",
+             "wandb": "wandb==0.31.0"}
 
 
 def tensorboard_dir(run_dir: Path) -> Path:
@@ -22,6 +26,15 @@ def tensorboard_dir(run_dir: Path) -> Path:
 def trackio_dir(workspace: Path) -> Path:
     """One trackio store for the workspace, so its dashboard compares every run of the project."""
     return Path(workspace) / "trackio"
+
+
+def mlflow_uri(workspace: Path) -> str:
+    """Where MLflow logs: MLFLOW_TRACKING_URI when set (a server, a database), else the workspace's file store."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"file:{Path(workspace).resolve() / 'mlruns'}"
+
+
+def wandb_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "wandb"
 
 
 def trackio_run_name(run_id: str, name: str = "") -> str:
@@ -55,6 +68,17 @@ def trainer_settings(report_to: list[str], run_id: str, run_name: str, run_dir: 
             os.environ.pop(var, None)
         out.update(project=TRACKIO_PROJECT, run_name=trackio_run_name(run_id, run_name), trackio_space_id=None,
                    trackio_bucket_id=None, trackio_static_space_id=False)
+    if "mlflow" in report_to:
+        os.environ["MLFLOW_TRACKING_URI"] = mlflow_uri(workspace)
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses a file store otherwise
+        os.environ.setdefault("MLFLOW_EXPERIMENT_NAME", TRACKIO_PROJECT)
+        out["run_name"] = trackio_run_name(run_id, run_name)
+    if "wandb" in report_to:
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_PROJECT", TRACKIO_PROJECT)
+        os.environ["WANDB_DIR"] = str(run_dir)
+        wandb_dir(run_dir).mkdir(parents=True, exist_ok=True)
+        out["run_name"] = trackio_run_name(run_id, run_name)
     return out
 
 
@@ -65,4 +89,11 @@ def locations(report_to: list[str], run_dir: Path, workspace: Path) -> str | Non
         parts.append(f"TensorBoard: tensorboard --logdir {tensorboard_dir(run_dir)}")
     if "trackio" in report_to:
         parts.append(f"trackio: TRACKIO_DIR={trackio_dir(workspace)} trackio show --project {TRACKIO_PROJECT}")
+    if "mlflow" in report_to:
+        uri = mlflow_uri(workspace)
+        parts.append(f"MLflow: MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri}"
+                     if uri.startswith("file:") else f"MLflow: {uri}")
+    if "wandb" in report_to:
+        parts.append(f"W&B: wandb sync {wandb_dir(run_dir)}/offline-run-*" if os.environ.get("WANDB_MODE", "offline")
+                     == "offline" else "W&B: your project online")
     return " · ".join(parts) or None

@@ -1,5 +1,5 @@
 """report_to through the real worker on the tiny model: an SFT run writes TensorBoard event files holding the loss
-it logged into its own folder and trackio's database into the workspace; PPO (the project's own loop on the
+it logged into its own folder, trackio's database and MLflow's file store into the workspace; PPO (the project's own loop on the
 Trainer's callbacks) reports the same way. Both runs go through the queue one after another.
 """
 import json
@@ -22,7 +22,7 @@ PPO = {"mode": "ppo", "dataset": "demo-math", "rl": {"num_generations": 2, "max_
 def finished(tiny_model, tmp_path_factory):
     store = RunStore(tmp_path_factory.mktemp("reporting"))
     sft = submit_run(store, build_config({**TINY, "model": str(tiny_model), "name": "sft-demo",
-                                          "report_to": ["tensorboard", "trackio"]}))
+                                          "report_to": ["tensorboard", "trackio", "mlflow"]}))
     ppo = submit_run(store, build_config({**TINY, **PPO, "model": str(tiny_model), "report_to": "tensorboard"}))
     wait_for(lambda: not any(store.get_run(r.id).active for r in (sft, ppo)), timeout=300, every=1,
              what="the sft and ppo runs to end")
@@ -69,3 +69,17 @@ def test_ppo_reports_to_tensorboard_too(finished):
     scalars = tensorboard_scalars(store.run_dir(run.id))
     assert scalars["train/loss"] == pytest.approx(logged(store, run, "loss"), rel=1e-6)
     assert "train/objective/kl" in scalars and "train/rewards/format/mean" in scalars
+
+
+def test_an_sft_run_logs_to_mlflow_in_the_workspace_read_back_by_its_client(finished, monkeypatch):
+    import mlflow
+
+    store, run, _ = finished
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = mlflow.MlflowClient(tracking_uri=reporting.mlflow_uri(store.workspace))
+    [experiment] = [e for e in client.search_experiments() if e.name == reporting.TRACKIO_PROJECT]
+    [found] = client.search_runs([experiment.experiment_id])
+    assert found.info.run_name == reporting.trackio_run_name(run.id, "sft-demo")
+    history = {m.step: m.value for m in client.get_metric_history(found.info.run_id, "loss")}
+    assert history == pytest.approx(logged(store, run, "loss"), rel=1e-6)
+

@@ -11,7 +11,7 @@ from backend.config import ConfigError, apply_overrides, build_config, choices, 
 def test_report_to_is_an_advanced_setting_off_by_default():
     info = field_info("report_to")
     assert build_config({}).report_to == []
-    assert choices(info) == ["tensorboard", "trackio"]
+    assert choices(info) == ["tensorboard", "trackio", "mlflow", "wandb"]
     assert info.title and "TensorBoard" in info.description and info.json_schema_extra["group"] == "advanced"
 
 
@@ -26,9 +26,9 @@ def test_yaml_lists_and_comma_separated_cli_values_give_the_same_setting():
 
 def test_an_unknown_reporter_is_refused_with_the_setting_named():
     with pytest.raises(ConfigError) as e:
-        build_config({"report_to": ["tensorboard", "wandb"]})
+        build_config({"report_to": ["tensorboard", "comet"]})
     assert len(e.value.errors) == 1 and e.value.errors[0].startswith("report_to.1:")
-    assert "'tensorboard' or 'trackio'" in e.value.errors[0]
+    assert "'tensorboard', 'trackio', 'mlflow' or 'wandb'" in e.value.errors[0]
 
 
 def test_a_reporter_that_is_not_installed_is_refused_before_a_run_starts(monkeypatch):
@@ -37,6 +37,25 @@ def test_a_reporter_that_is_not_installed_is_refused_before_a_run_starts(monkeyp
         build_config({"report_to": ["tensorboard", "trackio"]})
     assert len(e.value.errors) == 1 and e.value.errors[0].startswith(
         "report_to: trackio==0.43.0 is not installed here; install it (`pip install trackio==0.43.0`) or leave it out")
+
+
+def test_wandb_is_refused_until_installed_and_runs_offline_in_the_runs_folder(tmp_path, monkeypatch):
+    for var in ("WANDB_MODE", "WANDB_DIR", "WANDB_PROJECT", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(reporting, "_installed", lambda package: package != "wandb")
+    with pytest.raises(ConfigError, match=r"wandb==0.31.0 is not installed here; install it \(`pip install "
+                                          r"wandb==0.31.0`\)"):
+        build_config({"report_to": ["wandb"]})
+    run_dir = tmp_path / "runs" / "r1"
+    settings = reporting.trainer_settings(["wandb", "mlflow"], "r1", "demo", run_dir, tmp_path)
+    assert settings == {"report_to": ["wandb", "mlflow"], "run_name": "demo-r1"}
+    assert os.environ["WANDB_MODE"] == "offline" and os.environ["WANDB_DIR"] == str(run_dir)
+    assert os.environ["MLFLOW_TRACKING_URI"] == f"file:{tmp_path.resolve() / 'mlruns'}"
+    where = reporting.locations(["wandb", "mlflow"], run_dir, tmp_path)
+    assert f"wandb sync {run_dir / 'wandb'}" in where and "mlflow ui --backend-store-uri file:" in where
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")  # a server the user runs
+    reporting.trainer_settings(["mlflow"], "r1", "demo", run_dir, tmp_path)
+    assert os.environ["MLFLOW_TRACKING_URI"] == "http://mlflow.example:5000"
 
 
 def test_without_reporters_the_trainer_reports_nowhere(tmp_path):
