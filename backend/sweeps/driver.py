@@ -210,6 +210,8 @@ class SweepDriver:
             self.tell(study, row, None)
             return
         row.run_id = run.id
+        if trial is not None:  # the study read alone (optuna-dashboard) names each trial's run
+            trial.set_user_attr("run_id", run.id)
         save_trial(self.store, row)
         self.out(f"trial {row.label} ({shown}): run {run.id}", flush=True)
         self.tell(study, *self.watch(row, trial))

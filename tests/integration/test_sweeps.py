@@ -81,6 +81,12 @@ def test_trials_run_as_runs_and_a_resumed_driver_does_not_redo_them(tiny_model, 
     config = build_config(yaml.safe_load(best_yaml))
     assert config.learning_rate == best.params["learning_rate"] and config.name == "tiny-lr best"
     assert sweep_id in cli("sweep", "list", workspace=workspace).stdout
+    import optuna  # the study alone (optuna-dashboard) names the run of each trial it started
+
+    study = optuna.load_study(study_name=sweep_id,
+                              storage=f"sqlite:///{sweeps.sweep_dir(store, sweep_id) / 'optuna.db'}")
+    named = {t.number: t.user_attrs.get("run_id") for t in study.trials}
+    assert named[0] == trials[0].run_id and named[2] == trials[2].run_id
 
 
 def test_ctrl_c_on_a_followed_sweep_stops_it_and_its_trial_run(tiny_model, workspace):
