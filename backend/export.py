@@ -433,3 +433,45 @@ def merged_exports(store: RunStore) -> list[Path]:
             if any(a.endswith("ForCausalLM") for a in archs):
                 found.append(p)
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+# ---- the Hub ----
+
+@dataclass
+class PushResult:
+    folder: Path  # exactly what is (or, on a dry run, would be) uploaded
+    repo_id: str
+    url: str | None = None  # None: a dry run
+
+
+def push_run(store: RunStore, run_id: str, repo_id: str, merge: bool = False, dtype: str = "auto",
+             private: bool = False, dry_run: bool = False, token: str | None = None,
+             progress: Progress | None = None) -> PushResult:
+    """Export the run (its adapter, or merged) into <workspace>/exports/<run>-push and upload that folder to the
+    Hub repo `repo_id`; `dry_run`: only the folder. The token comes from the caller, else HF_TOKEN, else `hf auth
+    login`'s; it is never written anywhere. ExportError says why not (offline: the folder stays, ready)."""
+    from backend.hub import HubError, push_folder
+    from backend.models.specs import is_hub_id
+
+    if not is_hub_id(repo_id):
+        raise ExportError(f"--repo {repo_id!r}: expected a Hub repo id, user/name (or org/name)")
+    folder = exports_dir(store) / f"{run_id}-push-{'merged' if merge else 'adapter'}"
+    result = export_run(store, run_id, folder, merge=merge, overwrite=True, progress=progress, dtype=dtype)
+    if dry_run:
+        return PushResult(result.folder, repo_id)
+    if not token:
+        from huggingface_hub import get_token
+
+        token = os.environ.get("HF_TOKEN") or get_token()
+    if not token:
+        raise ExportError(f"no Hugging Face token: set HF_TOKEN to a write token (or run `hf auth login`); the "
+                          f"export is ready in {result.folder}")
+    try:
+        url = push_folder(result.folder, repo_id, token, private, f"Upload {result.kind} of run {run_id} "
+                                                                   "(RL post-training workbench)")
+    except HubError as e:
+        what = {"unreachable": "cannot reach the Hugging Face Hub", "denied": "the Hub refused the token"}.get(
+            e.kind, "the upload failed")
+        raise ExportError(f"{what} ({e}); the export is ready in {result.folder}: push it again later") from None
+    return PushResult(result.folder, repo_id, url)
+

@@ -1,4 +1,5 @@
-"""Quick, bounded look-ups on the Hugging Face Hub, for checking a model or dataset id before a run starts.
+"""Quick, bounded look-ups on the Hugging Face Hub, for checking a model or dataset id before a run starts, and
+the upload of an export (`push_folder`).
 
 huggingface_hub retries a failed request five times with back-off (~23 s when DNS fails), and a network
 that drops packets can hang longer, so every look-up here runs in a daemon thread under a deadline, after one
@@ -12,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 HUB_TIMEOUT_S = 5.0
@@ -164,3 +166,22 @@ def probe_hub_repo(repo_id: str, repo_type: str = "dataset", timeout: float | No
         _with_deadline(lambda: api.repo_info(repo_id, repo_type=repo_type, timeout=timeout), timeout)
     except Exception as e:
         raise _hub_error(e) from None
+
+
+def push_folder(folder: Path, repo_id: str, token: str, private: bool, message: str) -> str:
+    """Upload `folder` as the model repo `repo_id` (created when missing); its URL. HubError: unreachable, a token
+    the Hub refuses, a repo that is someone else's."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if hub_offline():
+        raise HubError("unreachable", "HF_HUB_OFFLINE is set")
+    _check_reachable(HUB_TIMEOUT_S)
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model", commit_message=message)
+    except HfHubHTTPError as e:
+        code = getattr(e.response, "status_code", None)
+        raise HubError("denied" if code in (401, 403) else "failed", _short(e)) from None
+    return f"https://huggingface.co/{repo_id}"

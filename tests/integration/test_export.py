@@ -188,3 +188,26 @@ def test_an_adapter_on_the_embedded_model_loads_with_peft_alone_from_its_hub_id(
     theirs = torch.tensor(json.loads(done.stdout.strip().splitlines()[-1]))
     ours = load_model(ModelRef.parse(str(out))).model(torch.tensor([[1, 2, 3, 4]])).logits[0, -1, :8].detach()
     assert torch.allclose(theirs, ours, atol=1e-5), (theirs, ours)
+
+
+def test_push_writes_the_exact_folder_it_would_upload_and_is_refused_without_token_or_network(runs, tmp_path):
+    store, sft, _ = runs
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("HF_TOKEN", "HF_HUB_OFFLINE")}
+
+    def push(*args, **extra):
+        return subprocess.run([sys.executable, str(REPO / "launch.py"), "push", sft.id, "--repo", "someone/tiny-sft",
+                               *args, "--workspace", str(store.workspace)], cwd=REPO, capture_output=True,
+                              text=True, timeout=180, env={**env, "HF_HOME": str(tmp_path / "hf"), **extra})
+
+    dry = push("--dry-run")
+    folder = store.workspace / "exports" / f"{sft.id}-push-adapter"
+    assert dry.returncode == 0 and f"dry run: {folder} is what `push` would upload" in dry.stdout, dry.stderr
+    assert {"adapter_config.json", "adapter_model.safetensors", "README.md"} <= {p.name for p in folder.iterdir()}
+    no_token = push()
+    assert no_token.returncode == 2 and "no Hugging Face token: set HF_TOKEN" in no_token.stderr
+    offline = push(HF_TOKEN="hf_not_a_real_token")  # this machine reaches no Hub
+    assert offline.returncode == 2 and "cannot reach the Hugging Face Hub" in offline.stderr, offline.stderr
+    assert f"the export is ready in {folder}" in offline.stderr and "hf_not_a_real_token" not in offline.stderr
+    assert "Traceback" not in offline.stderr
+    bad = push("--repo", "not a repo")
+    assert bad.returncode == 2 and "expected a Hub repo id" in bad.stderr
