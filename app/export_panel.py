@@ -43,6 +43,14 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
                                       min_width=140), "export.dtype", info="export.dtype_info")
         status = gr.Markdown("", elem_id="export-status")
         file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
+        with gr.Row():
+            repo = w.add(gr.Textbox(elem_id="push-repo", scale=3), "push.repo", placeholder="push.repo_placeholder")
+            token = w.add(gr.Textbox(type="password", elem_id="push-token", scale=3), "push.token",
+                          placeholder="push.token_placeholder")
+            with gr.Column(scale=2, min_width=160):
+                merged = w.add(gr.Checkbox(False, elem_id="push-merged"), "push.merged")
+                private = w.add(gr.Checkbox(True, elem_id="push-private"), "push.private")
+        push_button = w.add(gr.Button(elem_id="push", min_width=160), "push.button", "value")
 
     def exporter(merge: bool):
         def handler(run_id, dtype_name="auto", progress=gr.Progress(), request: gr.Request = None):
@@ -64,8 +72,27 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
             return {status: result_markdown(result, lang), file: gr.update(value=str(result.zip_path), visible=True)}
         return handler
 
+    def on_push(run_id, repo_id, token_text, merge, is_private, dtype_name, progress=gr.Progress(),
+                request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        if not run_id:
+            return i18n.text("msg.select_run", lang)
+        progress(0.0, desc=i18n.text("export.starting", lang))
+        try:  # the token lives in this call only: never stored, logged or sent back to the page
+            result = export.push_run(store, run_id, (repo_id or "").strip(), merge=merge, dtype=dtype_name or "auto",
+                                     private=is_private, token=(token_text or "").strip() or None,
+                                     progress=lambda f, m: progress(f, desc=m))
+        except export.ExportError as e:
+            return error_markdown([html.escape(str(e))], i18n.text("push.cannot", lang), lang)
+        except Exception as e:  # never a traceback in the page; the log has it (without the token)
+            log.exception("push failed")
+            return error_markdown([html.escape(f"{type(e).__name__}: {e}")], i18n.text("push.cannot", lang), lang)
+        return i18n.text("push.done", lang, url=result.url, folder=result.folder)
+
     # one export at a time: a merge holds a whole model in memory
     zip_button.click(exporter(False), select, [status, file], concurrency_limit=1, concurrency_id="export")
     merge_button.click(exporter(True), [select, dtype], [status, file], concurrency_limit=1, concurrency_id="export")
+    push_button.click(on_push, [select, repo, token, merged, private, dtype], status, concurrency_limit=1,
+                      concurrency_id="export")
     select.change(lambda: {status: "", file: gr.update(value=None, visible=False)}, None, [status, file],
                   show_progress="hidden")

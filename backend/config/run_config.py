@@ -135,7 +135,8 @@ class RunConfig(_Section):
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder), trackio (the "
                     "workspace's trackio folder), MLflow (the workspace's mlruns folder, or the server "
                     "MLFLOW_TRACKING_URI names) and / or Weights & Biases (offline, in the run's folder, unless "
-                    "WANDB_MODE=online); MLflow and W&B are used once installed (pip install mlflow-skinny, wandb).",
+                    "WANDB_MODE=online); MLflow and W&B are used once installed (`pip install mlflow-skinny`, `pip "
+                    "install wandb`).",
         json_schema_extra=_meta("advanced"))
     num_processes: int = Field(1, ge=1, le=4096, title="Processes",
                                description="Training processes on this machine (one per GPU), via accelerate. On "

@@ -70,9 +70,9 @@ ZH: dict[str, tuple[str, str]] = {
     "stop_grace_s": ("停止宽限期（秒）", "停止会请求训练进程在下一步保存适配器并结束；如果这么多秒后仍未结束（卡在很长的一步或用户代码中），"
                                  "它的进程会被杀死：运行以“已停止”结束，不做这次保存，保留最后一个检查点。"),
     "report_to": ("同时报告到", "同时把训练器的日志写给 TensorBoard（运行文件夹中的事件文件）、trackio（工作区的 trackio 文件夹）、"
-                            "MLflow（工作区的 mlruns 文件夹，或 MLFLOW_TRACKING_URI 指定的服务器）和/或 Weights & Biases"
-                            "（离线，写在运行文件夹中，除非 WANDB_MODE=online）；MLflow 和 W&B 需先安装（pip install "
-                            "mlflow-skinny、wandb）。"),
+                            "MLflow（工作区的 `mlruns` 文件夹，或 MLFLOW_TRACKING_URI 指定的服务器）和/或 W&B"
+                            "（离线，写在运行文件夹中，除非 WANDB_MODE=online）；MLflow 和 W&B 需先安装（`pip install "
+                            "mlflow-skinny`、`pip install wandb`）。"),
     "num_processes": ("进程数", "本机上的训练进程数（每个 GPU 一个），通过 accelerate 启动。在 GPU 机器上，运行会占用这么多 GPU（另加"
                               " vLLM 服务器的），取编号最小的空闲 GPU；空闲 GPU 不够时在队列中等待。"),
     "distributed.strategy": ("并行方式", "ddp：每个进程一份完整模型；fsdp：权重、梯度和优化器状态分片（FSDP2，需 GPU）；deepspeed："
