@@ -12,6 +12,7 @@ import gradio as gr
 from app import i18n
 from app.formatting import error_markdown
 from backend import export
+from backend.gguf_export import QUANT_TYPES
 from backend.models.from_run import MERGED_DTYPES
 from backend.runs.store import RunStore
 
@@ -24,8 +25,10 @@ def result_markdown(result: export.ExportResult, lang: str = i18n.DEFAULT) -> st
     if result.zip_path:
         size = result.zip_path.stat().st_size / 2**20
         lines.append(i18n.text("export.zip_file", lang, size=size, path=result.zip_path))
-    if result.kind != "adapter":
+    if result.kind in ("merged", "full"):
         lines.append(i18n.text("export.in_chat", lang, name=result.folder.name))
+    if result.kind == "gguf":
+        lines.append(i18n.text("export.ollama", lang, path=result.folder / "Modelfile"))
     return "\n".join(lines)
 
 
@@ -41,6 +44,10 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
             merge_button = w.add(gr.Button(elem_id="export-merge", min_width=160), "export.merge", "value")
             dtype = w.add(gr.Dropdown(choices=list(MERGED_DTYPES), value="auto", elem_id="export-dtype",
                                       min_width=140), "export.dtype", info="export.dtype_info")
+        with gr.Row():
+            gguf_button = w.add(gr.Button(elem_id="export-gguf", min_width=160), "export.gguf", "value")
+            quant = w.add(gr.Dropdown(choices=list(QUANT_TYPES), value="f16", elem_id="export-quant", min_width=140),
+                          "export.quant", info="export.quant_info")
         status = gr.Markdown("", elem_id="export-status")
         file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
         with gr.Row():
@@ -52,17 +59,19 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
                 private = w.add(gr.Checkbox(True, elem_id="push-private"), "push.private")
         push_button = w.add(gr.Button(elem_id="push", min_width=160), "push.button", "value")
 
-    def exporter(merge: bool):
-        def handler(run_id, dtype_name="auto", progress=gr.Progress(), request: gr.Request = None):
+    def exporter(merge: bool, gguf: bool = False):
+        def handler(run_id, option="auto", progress=gr.Progress(), request: gr.Request = None):
             lang = i18n.lang_of(request)
             hidden = gr.update(value=None, visible=False)
             if not run_id:
                 return {status: i18n.text("msg.select_run", lang), file: hidden}
             progress(0.0, desc=i18n.text("export.starting", lang))  # then the exporter's own steps, in English
             try:
-                result = export.export_run(store, run_id, export.default_export_dir(store, run_id, merge),
-                                           merge=merge, make_zip=True, overwrite=True,
-                                           progress=lambda f, m: progress(f, desc=m), dtype=dtype_name or "auto")
+                folder = export.default_export_dir(store, run_id, merge, option if gguf else None)
+                result = export.export_run(store, run_id, folder, merge=merge, make_zip=True, overwrite=True,
+                                           progress=lambda f, m: progress(f, desc=m),
+                                           dtype="auto" if gguf else option or "auto",
+                                           gguf=(option or "f16") if gguf else None)
             except export.ExportError as e:
                 return {status: error_markdown([str(e)], i18n.text("export.cannot", lang), lang), file: hidden}
             except Exception as e:  # never a traceback in the page; the log has it
@@ -92,6 +101,8 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
     # one export at a time: a merge holds a whole model in memory
     zip_button.click(exporter(False), select, [status, file], concurrency_limit=1, concurrency_id="export")
     merge_button.click(exporter(True), [select, dtype], [status, file], concurrency_limit=1, concurrency_id="export")
+    gguf_button.click(exporter(False, gguf=True), [select, quant], [status, file], concurrency_limit=1,
+                      concurrency_id="export")
     push_button.click(on_push, [select, repo, token, merged, private, dtype], status, concurrency_limit=1,
                       concurrency_id="export")
     select.change(lambda: {status: "", file: gr.update(value=None, visible=False)}, None, [status, file],

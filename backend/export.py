@@ -19,6 +19,7 @@ import secrets
 import shutil
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
@@ -49,7 +50,7 @@ class ExportError(ValueError):
 @dataclass
 class ExportResult:
     folder: Path
-    kind: Literal["adapter", "merged", "full"]
+    kind: Literal["adapter", "merged", "full", "gguf"]
     zip_path: Path | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -156,12 +157,20 @@ def _copy_files(src: Path, dst: Path, names) -> list[str]:
 # ---- exports ----
 
 def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = False, make_zip: bool = False,
-               overwrite: bool = False, progress: Progress | None = None, dtype: str = "auto") -> ExportResult:
+               overwrite: bool = False, progress: Progress | None = None, dtype: str = "auto",
+               gguf: str | None = None) -> ExportResult:
     """Export a run's adapter (or, with `merge`, a merged model saved as `dtype`: MERGED_DTYPES, auto the base's
-    own) into `out`, with its model card; `make_zip` also writes `out`.zip beside it. A full fine-tuning run is
-    copied whatever `merge` says."""
+    own; with `gguf`, the merged model as one GGUF file of that type and an Ollama Modelfile) into `out`, with its
+    model card; `make_zip` also writes `out`.zip beside it. A full fine-tuning run is copied whatever `merge` says."""
     if dtype not in MERGED_DTYPES:
         raise ExportError(f"dtype {dtype!r}: choose one of {', '.join(MERGED_DTYPES)}")
+    if gguf is not None:
+        from backend.gguf_export import GGUFExportError, check_quant
+
+        try:
+            gguf = check_quant(gguf)
+        except GGUFExportError as e:
+            raise ExportError(str(e)) from None
     report = progress or _noop
     out = Path(out).expanduser().resolve()
     _check_target(out, overwrite)  # first: it is cheap, and the run may be fine
@@ -175,7 +184,10 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
     tmp.mkdir()
     notes = []
     try:
-        if art.kind == "full":
+        if gguf is not None:
+            kind = "gguf"
+            _gguf_of(art, tmp, gguf, part(0.0, 0.9 - zip_share), notes)
+        elif art.kind == "full":
             kind = "full"
             notes.append(f"run {art.run.id} fine-tuned every weight (finetuning: full): it saved a whole model, "
                          "not an adapter, so the export is a copy of that model (nothing to merge)")
@@ -203,6 +215,48 @@ def export_run(store: RunStore, run_id: str, out: str | Path, merge: bool = Fals
         result.zip_path = zip_folder(out, out.with_name(out.name + ".zip"), part(1.0 - zip_share, 1.0))
     report(1.0, f"Exported to {out}")
     return result
+
+
+def gguf_name(art: RunArtifact, quant: str) -> str:
+    return f"{art.run.name or art.run.id}.{quant}.gguf"
+
+
+def _gguf_of(art: RunArtifact, out: Path, quant: str, report: Progress, notes: list[str]) -> None:
+    """The run's model (merged in float32 first when it is an adapter) as out/<name>.<quant>.gguf, a Modelfile."""
+    from backend.gguf_export import GGUFExportError, modelfile, write_gguf
+
+    if art.task != "causal":
+        raise ExportError(f"run {art.run.id} is a reward model (a classifier): llama.cpp and Ollama run causal "
+                          "language models; export it as an adapter or merged instead")
+    name = gguf_name(art, quant)
+    with tempfile_dir(out.parent) as merged:
+        if art.kind == "full":
+            source = art.folder
+        else:
+            merge_artifact(art, merged, lambda f, m: report(0.5 * f, m), "f32")
+            source = merged
+        try:
+            info = write_gguf(source, out / name, quant, progress=lambda f, m: report(0.5 + 0.45 * f, m))
+            (out / "Modelfile").write_text(modelfile(name, source))
+        except GGUFExportError as e:
+            raise ExportError(str(e)) from None
+        for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):  # for the card's readers
+            if (source / file).is_file():
+                shutil.copy2(source / file, out / file)
+    notes += info.notes
+    notes.append(f"{name}: {info.size_bytes / 2**20:.0f} MiB, {info.tensors} tensors; `ollama create NAME -f "
+                 f"{out / 'Modelfile'}` makes an Ollama model of it")
+
+
+@contextmanager
+def tempfile_dir(beside: Path):
+    """A temporary folder next to `beside` (same disk), removed afterwards."""
+    folder = beside / f".tmp-merge-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def portable_base(adapter_config: Path, model: str) -> None:
@@ -259,7 +313,8 @@ def _front_matter(art: RunArtifact, kind: str) -> str:
 
     base = art.base_model
     hub_base = EMBEDDED_HUB_ID if base.lower() == EMBEDDED_MODEL else base
-    lines = ["---", f"library_name: {'peft' if kind == 'adapter' else 'transformers'}"]
+    library = {"adapter": "peft", "gguf": "gguf"}.get(kind, "transformers")
+    lines = ["---", f"library_name: {library}"]
     if license := _base_license(base):
         lines.append(f"license: {license}")
     if "/" in hub_base and not hub_base.startswith(("/", ".", "~")):  # the Hub only accepts Hub ids here
@@ -268,8 +323,8 @@ def _front_matter(art: RunArtifact, kind: str) -> str:
         lines += ["datasets:", *[f"- {d}" for d in datasets]]
     lines.append(f"pipeline_tag: {'text-classification' if art.task == 'seq_cls' else 'text-generation'}")
     tags = [CARD_TAG, art.run.mode, "lora" if art.kind == "lora" else "full-fine-tuning"]
-    if kind == "merged":
-        tags.append("merged")
+    if kind in ("merged", "gguf"):
+        tags.append(kind)
     lines += ["tags:", *[f"- {t}" for t in tags], "---", ""]
     return "\n".join(lines)
 
@@ -332,13 +387,18 @@ def load_snippet(art: RunArtifact, kind: str, base_path: str) -> str:
     return "\n".join(lines)
 
 
-def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "model"
+
+
+def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool, folder: Path | None = None) -> str:
     from backend.config import to_yaml
     from backend.models import EMBEDDED_MODEL
 
     run, c = art.run, art.run.config
     what = {"adapter": "A LoRA adapter", "merged": "A merged model (LoRA adapter folded into the base weights)",
-            "full": "A fully fine-tuned model"}[kind]
+            "full": "A fully fine-tuned model",
+            "gguf": "The merged model as a GGUF file (llama.cpp, Ollama, LM Studio)"}[kind]
     task = "reward model (one-score sequence classifier)" if art.task == "seq_cls" else "causal language model"
     base_path = c.model
     if c.model.lower() == EMBEDDED_MODEL:
@@ -388,7 +448,12 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool) -> str:
         out += ["No metrics were logged.", ""]
     if plot:
         out += [f"![metrics]({PLOT})", ""]
-    out += ["## How to load it", "", "```python", load_snippet(art, kind, base_path), "```", ""]
+    if kind == "gguf":
+        gguf_file = next((p.name for p in sorted(folder.glob("*.gguf"))), "MODEL.gguf") if folder else "MODEL.gguf"
+        out += ["## How to run it", "", "```bash", f"ollama create {_slug(run.name or run.id)} -f Modelfile   # then: "
+                f"ollama run {_slug(run.name or run.id)}", f"llama-cli -m {gguf_file} -cnv   # llama.cpp", "```", ""]
+    else:
+        out += ["## How to load it", "", "```python", load_snippet(art, kind, base_path), "```", ""]
     if kind == "adapter":
         out += ["To fold the adapter into the weights: `python launch.py export " + run.id + " --out DIR --merge`.",
                 ""]
@@ -405,7 +470,7 @@ def write_card(store: RunStore, art: RunArtifact, folder: Path, kind: str) -> No
         if row["value"] is not None and row["name"] not in PLOT_KEYS_SKIPPED:
             series.setdefault(row["name"], []).append((row["step"], row["value"]))
     plot = render_metrics_png(series, folder / PLOT, title=art.run.name) if series else False
-    (folder / CARD).write_text(model_card(store, art, kind, plot))
+    (folder / CARD).write_text(model_card(store, art, kind, plot, folder))
 
 
 # ---- where the UI puts exports ----
@@ -414,8 +479,8 @@ def exports_dir(store: RunStore) -> Path:
     return store.workspace / "exports"
 
 
-def default_export_dir(store: RunStore, run_id: str, merge: bool) -> Path:
-    return exports_dir(store) / f"{run_id}-{'merged' if merge else 'adapter'}"
+def default_export_dir(store: RunStore, run_id: str, merge: bool, gguf: str | None = None) -> Path:
+    return exports_dir(store) / f"{run_id}-{f'gguf-{gguf}' if gguf else 'merged' if merge else 'adapter'}"
 
 
 def merged_exports(store: RunStore) -> list[Path]:

@@ -6,7 +6,8 @@ from cli.common import bad_input, open_store
 
 
 def add_parsers(sub, common) -> None:
-    from backend.models.from_run import MERGED_DTYPES  # no torch: the parser stays quick
+    from backend.gguf_export import QUANT_TYPES  # numpy only: the parser stays quick
+    from backend.models.from_run import MERGED_DTYPES
 
     ex = sub.add_parser("export", parents=[common], help="export a run's adapter or merged model, with a model card")
     ex.add_argument("run_id")
@@ -15,6 +16,12 @@ def add_parsers(sub, common) -> None:
                     help="fold the LoRA adapter into the base weights (a model for plain AutoModelForCausalLM)")
     ex.add_argument("--dtype", default="auto", choices=list(MERGED_DTYPES),
                     help="the merged model's weights (with --merge): auto keeps the base's own dtype")
+    ex.add_argument("--format", choices=["adapter", "merged", "gguf"],
+                    help="adapter (default), merged (as --merge), or gguf: the merged model as one GGUF file for "
+                         "llama.cpp / Ollama / LM Studio, with an Ollama Modelfile")
+    ex.add_argument("--quant", default="f16",
+                    help=f"the GGUF's type (with --format gguf): {', '.join(QUANT_TYPES)}; k-quants need llama.cpp's "
+                         "compiled quantizer")
     ex.add_argument("--zip", action="store_true", help="also write OUT.zip")
     ex.add_argument("--overwrite", action="store_true", help="replace an earlier export in OUT")
     ex.set_defaults(func=cmd_export)
@@ -58,8 +65,9 @@ def cmd_export(args) -> int:
             last.update(message=step, tenth=tenth)
 
     try:
-        result = export_run(open_store(args), args.run_id, args.out, merge=args.merge, make_zip=args.zip,
-                            overwrite=args.overwrite, progress=progress, dtype=args.dtype)
+        result = export_run(open_store(args), args.run_id, args.out, merge=args.merge or args.format == "merged",
+                            make_zip=args.zip, overwrite=args.overwrite, progress=progress, dtype=args.dtype,
+                            gguf=args.quant if args.format == "gguf" else None)
     except ExportError as e:
         return bad_input(f"Cannot export: {e}")
     for note in result.notes:

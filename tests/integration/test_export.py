@@ -211,3 +211,28 @@ def test_push_writes_the_exact_folder_it_would_upload_and_is_refused_without_tok
     assert "Traceback" not in offline.stderr
     bad = push("--repo", "not a repo")
     assert bad.returncode == 2 and "expected a Hub repo id" in bad.stderr
+
+
+def test_a_run_exported_as_gguf_reads_back_with_transformers_and_has_a_modelfile(runs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    store, sft, rm = runs
+    done = subprocess.run([sys.executable, str(REPO / "launch.py"), "export", sft.id, "--out", str(tmp_path / "g"),
+                           "--format", "gguf", "--quant", "f16", "--workspace", str(store.workspace)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "g"
+    [gguf] = out.glob("*.f16.gguf")
+    modelfile = (out / "Modelfile").read_text()
+    assert f"FROM ./{gguf.name}" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
+    assert "library_name: gguf" in (out / "README.md").read_text() and "ollama create" in (out / "README.md").read_text()
+    merged = export_run(store, sft.id, tmp_path / "m", merge=True, dtype="f32").folder
+    batch = _ids(__import__("transformers").AutoTokenizer.from_pretrained(merged))
+    reference = _causal_logits(AutoModelForCausalLM.from_pretrained(merged).eval(), batch)
+    read = _causal_logits(AutoModelForCausalLM.from_pretrained(out, gguf_file=gguf.name, dtype=torch.float32).eval(),
+                          batch)
+    assert (read - reference).abs().max() < 2e-2  # f16 weights: the tiny model's logits are ~1
+    with pytest.raises(ExportError, match="quant type 'q4_k_m' is not offered: k-quants"):
+        export_run(store, sft.id, tmp_path / "k", gguf="q4_k_m")
+    with pytest.raises(ExportError, match="is a reward model"):
+        export_run(store, rm.id, tmp_path / "r", gguf="f16")
