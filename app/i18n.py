@@ -170,13 +170,17 @@ UI: dict[str, tuple[str, str]] = {
                      "and chat template) for `PeftModel.from_pretrained`. **Merged model**: the adapter folded into the "
                      "base weights (safetensors) for plain `AutoModelForCausalLM` (reward models: "
                      "`AutoModelForSequenceClassification`). Each comes with a model card (README.md: config, final "
-                     "metrics, a metrics plot, how to load it). From a shell: "
-                     "`python launch.py export RUN_ID --out DIR [--merge] [--zip]`.",
+                     "metrics, a metrics plot, how to load it). **GGUF**: the merged model as one file for llama.cpp, "
+                     "Ollama and LM Studio, with an Ollama Modelfile. **Push** uploads the adapter or the merged "
+                     "model to a Hub repo. From a shell: `python launch.py export RUN_ID --out DIR [--merge | "
+                     "--format gguf --quant q8_0] [--zip]`, `python launch.py push RUN_ID --repo user/name`.",
                      "**适配器**：标准的 PEFT 文件夹（`adapter_config.json`、`adapter_model.safetensors`、分词器和对话模板），"
                      "用 `PeftModel.from_pretrained` 加载。**合并模型**：适配器并入基座权重（safetensors），直接用 "
                      "`AutoModelForCausalLM` 加载（奖励模型用 `AutoModelForSequenceClassification`）。两者都附带模型卡"
-                     "（README.md：配置、最终指标、指标曲线图和加载方法）。命令行："
-                     "`python launch.py export RUN_ID --out DIR [--merge] [--zip]`。"),
+                     "（README.md：配置、最终指标、指标曲线图和加载方法）。**GGUF**：合并模型写成单个文件，供 llama.cpp、"
+                     "Ollama 和 LM Studio 使用，附 Ollama Modelfile。**推送**把适配器或合并模型上传到 Hub 仓库。命令行："
+                     "`python launch.py export RUN_ID --out DIR [--merge | --format gguf --quant q8_0] [--zip]`、"
+                     "`python launch.py push RUN_ID --repo user/name`。"),
     "export.zip": ("Download adapter (.zip)", "下载适配器（.zip）"),
     "export.merge": ("Export merged model", "导出合并模型"),
     "compare.title": ("Compare runs", "对比运行"),
