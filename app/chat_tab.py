@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 import yaml
 
-from app import i18n
+from app import i18n, serve_panel
 from app.formatting import error_markdown
 from backend import chat
 from backend.chat import ChatError, Sampling
@@ -130,7 +130,7 @@ def run_source_choices(store: RunStore) -> list[tuple[str, str]]:
             if getattr(r.config, "reward_sources", None)]
 
 
-def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
+def build(store: RunStore, train_sources=None, words=None, ui_password: str | None = None) -> ChatTab:
     """The tab's layout and events; `words` (an i18n.Translatable) is given its words."""
     t = i18n.given(words).add
     workspace = store.workspace
@@ -156,6 +156,9 @@ def build(store: RunStore, train_sources=None, words=None) -> ChatTab:
                 clear = t(gr.Button(size="sm", elem_id="chat-clear", min_width=60), "chat.clear", "value")
                 refresh = t(gr.Button(size="sm", elem_id="chat-refresh", min_width=90), "chat.refresh", "value")
     status = gr.Markdown("", elem_id="chat-status")
+    # model A served over the OpenAI API, as the Runs tab serves a run
+    serve_panel.build(store, pickers[0], words, ui_password, spec_of=lambda v: (v or "").strip() or None,
+                      prefix="chat-serve", intro="serve.intro_chat")
     with t(gr.Accordion(open=False, elem_id="chat-settings"), "chat.settings"):
         system = t(gr.Textbox(lines=2, elem_id="chat-system"), "chat.system", placeholder="chat.system_placeholder")
         with gr.Row():

@@ -130,6 +130,12 @@ UI: dict[str, tuple[str, str]] = {
                     "用 `transformers serve` 通过 OpenAI API（`/v1/chat/completions`（支持流式）、`/v1/completions`、"
                     "`/v1/models`）部署所选运行，适配器只合并一次。除非填写其他地址，否则只监听 127.0.0.1；"
                     "`launch.py serve list` 列出所有服务。"),
+    "serve.intro_chat": ("Model A served over the OpenAI API (`/v1/chat/completions` with streaming, "
+                         "`/v1/completions`, `/v1/models`) by `transformers serve`, an adapter merged in once; the same "
+                         "as `launch.py serve MODEL`.",
+                         "用 `transformers serve` 通过 OpenAI API（`/v1/chat/completions`（支持流式）、`/v1/completions`、"
+                         "`/v1/models`）部署模型 A，适配器只合并一次；等同于 `launch.py serve MODEL`。"),
+    "serve.pick_model": ("Pick model A first.", "请先选择模型 A。"),
     "serve.host": ("Address", "地址"),
     "serve.port": ("Port", "端口"),
     "serve.key": ("API key (optional, 8+ characters)", "API 密钥（可选，至少 8 个字符）"),

@@ -129,7 +129,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             with gr.Tab("Reward playground", id="playground", elem_id="tab-playground") as pages["playground"]:
                 play = playground_tab.build(store, train.sources, words)
             with gr.Tab("Chat", id="chat", elem_id="tab-chat") as pages["chat"]:
-                chat = chat_tab.build(store, train.sources, words)
+                chat = chat_tab.build(store, train.sources, words, ui_password=auth[1] if auth else None)
             with gr.Tab("Labeling", id="labeling", elem_id="tab-labeling") as pages["labeling"]:
                 fields = train.form.components
                 label = label_tab.build(store, polls, {k: fields[k] for k in ("mode", "dataset", "model")}, words)

@@ -5,6 +5,7 @@ unless another key is typed."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import gradio as gr
 
@@ -29,44 +30,53 @@ def status_markdown(server: serving.Server | None, lang: str = i18n.DEFAULT) -> 
     return line
 
 
-def serving_run(store: RunStore, run_id: str | None) -> serving.Server | None:
-    """The newest server of this run still serving or loading, else its newest."""
-    if not run_id:
+def served(store: RunStore, spec: str | None) -> serving.Server | None:
+    """The newest server of this model still serving or loading, else its newest."""
+    if not spec:
         return None
-    mine = [s for s in serving.list_servers(store.workspace) if s.model in (RUN_PREFIX + run_id, run_id)]
+    mine = [s for s in serving.list_servers(store.workspace) if s.model == spec]
     return next((s for s in mine if s.active), mine[0] if mine else None)
 
 
-def build(store: RunStore, select: gr.Dropdown, words=None, ui_password: str | None = None) -> None:
-    """The accordion; `select` is the Runs tab's run picker; `ui_password`: the UI's --auth password, the key
-    when none is typed."""
+def run_spec(run_id: str | None) -> str | None:
+    return RUN_PREFIX + run_id if run_id else None
+
+
+def build(store: RunStore, select: gr.Dropdown, words=None, ui_password: str | None = None,
+          spec_of: Callable[[str | None], str | None] = run_spec, prefix: str = "serve",
+          intro: str = "serve.intro") -> None:
+    """The accordion; `select` names what to serve, `spec_of` makes its value a model reference (the Runs tab's
+    run picker by default; the Chat tab's model picker takes its value as it is); `prefix` starts every elem_id;
+    `ui_password`: the UI's --auth password, the key when none is typed."""
     w = i18n.given(words)
-    with w.add(gr.Accordion(open=False, elem_id="serve"), "serve.title"):
-        w.add(gr.Markdown(elem_classes=["wb-help"]), "serve.intro", "value")
+    with w.add(gr.Accordion(open=False, elem_id=prefix), "serve.title"):
+        w.add(gr.Markdown(elem_classes=["wb-help"]), intro, "value")
         with gr.Row():
-            host = w.add(gr.Textbox("127.0.0.1", elem_id="serve-host", scale=2), "serve.host")
-            port = w.add(gr.Number(8000, precision=0, minimum=1, maximum=65535, elem_id="serve-port", scale=1),
+            host = w.add(gr.Textbox("127.0.0.1", elem_id=f"{prefix}-host", scale=2), "serve.host")
+            port = w.add(gr.Number(8000, precision=0, minimum=1, maximum=65535, elem_id=f"{prefix}-port", scale=1),
                          "serve.port")
-            key = w.add(gr.Textbox(type="password", elem_id="serve-key", scale=2), "serve.key",
+            key = w.add(gr.Textbox(type="password", elem_id=f"{prefix}-key", scale=2), "serve.key",
                         **({"placeholder": "serve.key_placeholder"} if ui_password else {}))
         with gr.Row():
-            start = w.add(gr.Button(variant="primary", elem_id="serve-start", min_width=140), "serve.start", "value")
-            stop = w.add(gr.Button(variant="stop", elem_id="serve-stop", min_width=140), "serve.stop", "value")
-            refresh = w.add(gr.Button(elem_id="serve-refresh", min_width=140), "serve.refresh", "value")
-        status = gr.Markdown("", elem_id="serve-status")
+            start = w.add(gr.Button(variant="primary", elem_id=f"{prefix}-start", min_width=140), "serve.start",
+                          "value")
+            stop = w.add(gr.Button(variant="stop", elem_id=f"{prefix}-stop", min_width=140), "serve.stop", "value")
+            refresh = w.add(gr.Button(elem_id=f"{prefix}-refresh", min_width=140), "serve.refresh", "value")
+        status = gr.Markdown("", elem_id=f"{prefix}-status")
         with gr.Column(visible=False) as code_row:  # stacked: the section sits in a narrow column
-            curl = gr.Code(language="shell", interactive=False, elem_id="serve-curl", label="curl")
-            python = gr.Code(language="python", interactive=False, elem_id="serve-python", label="openai (Python)")
+            curl = gr.Code(language="shell", interactive=False, elem_id=f"{prefix}-curl", label="curl")
+            python = gr.Code(language="python", interactive=False, elem_id=f"{prefix}-python",
+                             label="openai (Python)")
 
     def shown(server: serving.Server | None, lang: str) -> dict:
         code = snippets(server) if server is not None and server.status == "serving" else None
         return {status: status_markdown(server, lang), code_row: gr.update(visible=code is not None),
                 curl: code["curl"] if code else "", python: code["python"] if code else ""}
 
-    def on_start(run_id, host_text, port_value, key_text, progress=gr.Progress(), request: gr.Request = None):
+    def on_start(value, host_text, port_value, key_text, progress=gr.Progress(), request: gr.Request = None):
         lang = i18n.lang_of(request)
-        if not run_id:
-            return {status: i18n.text("msg.select_run", lang)}
+        if not (spec := spec_of(value)):
+            return {status: i18n.text("msg.select_run" if spec_of is run_spec else "serve.pick_model", lang)}
         port_number = int(port_value or 0)
         if why := not_a_port(port_number):
             return {status: error_markdown([why], i18n.text("serve.cannot", lang), lang)}
@@ -76,22 +86,21 @@ def build(store: RunStore, select: gr.Dropdown, words=None, ui_password: str | N
                                            lang)}
         progress(0.0, desc=i18n.text("serve.loading", lang))
         try:
-            server = serving.start_server(store.workspace, RUN_PREFIX + run_id, (host_text or "").strip()
-                                          or "127.0.0.1", port_number, typed or ui_password)
+            server = serving.start_server(store.workspace, spec, (host_text or "").strip() or "127.0.0.1",
+                                          port_number, typed or ui_password)
             server = serving.wait_until_ready(store.workspace, server.id)
         except serving.ServeError as e:
             return {status: error_markdown([html.escape(str(e))], i18n.text("serve.cannot", lang), lang)}
         return shown(server, lang)
 
-    def on_stop(run_id, request: gr.Request = None):
-        lang = i18n.lang_of(request)
-        server = serving_run(store, run_id)
+    def on_stop(value, request: gr.Request = None):
+        server = served(store, spec_of(value))
         if server is not None and server.active:
             server = serving.stop_server(store.workspace, server.id)
-        return shown(server, lang)
+        return shown(server, i18n.lang_of(request))
 
-    def on_refresh(run_id, request: gr.Request = None):
-        return shown(serving_run(store, run_id), i18n.lang_of(request))
+    def on_refresh(value, request: gr.Request = None):
+        return shown(served(store, spec_of(value)), i18n.lang_of(request))
 
     outputs = [status, code_row, curl, python]
     start.click(on_start, [select, host, port, key], outputs, concurrency_limit=1, concurrency_id="serve",

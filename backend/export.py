@@ -387,6 +387,23 @@ def load_snippet(art: RunArtifact, kind: str, base_path: str) -> str:
     return "\n".join(lines)
 
 
+def _evaluation_section(store: RunStore, run_id: str) -> list[str]:
+    """The run's latest evaluation as a Markdown table (every model it was compared with), or nothing."""
+    from backend.evals import latest_evaluations
+    from backend.evals.results import table_rows
+
+    [found] = latest_evaluations(store, [run_id])
+    if found is None:
+        return []
+    e = found.evaluation
+    header, rows = table_rows(found.summary)
+    when = time.strftime("%Y-%m-%d", time.localtime(e.finished_at)) if e.finished_at else "–"
+    return ["## Evaluation", "",
+            f"The latest evaluation (`{e.name}`, {when}) on `{e.spec.dataset}`: mean [95% interval] per scorer.", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows], ""]
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "model"
 
@@ -448,6 +465,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool, folder:
         out += ["No metrics were logged.", ""]
     if plot:
         out += [f"![metrics]({PLOT})", ""]
+    out += _evaluation_section(store, run.id)
     if kind == "gguf":
         gguf_file = next((p.name for p in sorted(folder.glob("*.gguf"))), "MODEL.gguf") if folder else "MODEL.gguf"
         out += ["## How to run it", "", "```bash", f"ollama create {_slug(run.name or run.id)} -f Modelfile   # then: "

@@ -39,3 +39,23 @@ def test_serve_a_finished_run_from_the_runs_tab_then_stop_it(ui_server, page, ti
     page.click("#serve-stop")
     page.wait_for_function(f"() => ({STATUS})().includes('stopped')", timeout=60_000)
     assert list_servers(workspace)[0].status == "stopped"
+
+
+def test_serve_model_a_from_the_chat_tab(ui_server, page, tiny_model):
+    from tests.browser.test_ui import set_text as fill
+
+    workspace = ui_server["workspace"]
+    port = free_port()
+    page.goto(ui_server["url"])
+    page.get_by_role("tab", name="Chat").click()
+    fill(page, "chat-model-a", tiny_model)
+    page.locator("#chat-model-a input").press("Enter")
+    page.locator("#chat-serve").get_by_text("Serve (OpenAI API)").click()
+    fill(page, "chat-serve-port", port)
+    page.click("#chat-serve-start")
+    status = "() => document.querySelector('#chat-serve-status')?.textContent ?? ''"
+    page.wait_for_function(f"() => ({status})().includes('serving')", timeout=180_000)
+    [server] = list_servers(workspace)
+    assert server.model == str(tiny_model) and server.port == port and not server.key
+    page.click("#chat-serve-stop")
+    page.wait_for_function(f"() => ({status})().includes('stopped')", timeout=60_000)

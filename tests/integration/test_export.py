@@ -236,3 +236,20 @@ def test_a_run_exported_as_gguf_reads_back_with_transformers_and_has_a_modelfile
         export_run(store, sft.id, tmp_path / "k", gguf="q4_k_m")
     with pytest.raises(ExportError, match="is a reward model"):
         export_run(store, rm.id, tmp_path / "r", gguf="f16")
+
+
+def test_the_card_carries_the_runs_latest_evaluation(runs, tmp_path):
+    from backend import evals
+    from backend.evals.store import Answer, create_eval, finish_eval, save_answers
+
+    store, sft, _ = runs
+    spec = evals.build_spec({"name": "sums", "models": ["base", f"run:{sft.id}"], "dataset": "demo-math",
+                             "scorers": [{"type": "exact_match", "name": "ok"}]})
+    e = create_eval(store, spec, {"models": ["base", sft.name]}, total=4)
+    save_answers(store, e.id, [Answer(m, r, 0, f"p{r}", "ref", "x", {"ok": float(m)}, {}) for m in (0, 1)
+                               for r in (0, 1)])
+    finish_eval(store, e.id, "completed")
+    card = (export_run(store, sft.id, tmp_path / "with-eval").folder / "README.md").read_text()
+    section = card.split("## Evaluation", 1)[1].split("##", 1)[0]
+    assert "`sums`" in section and "`demo-math`" in section
+    assert f"| {sft.name} | 2 | 1.000 [1.000, 1.000] |" in section and "| base | 2 | 0.000 [0.000, 0.000] |" in section
