@@ -33,6 +33,10 @@ def test_serve_a_finished_run_from_the_runs_tab_then_stop_it(ui_server, page, ti
     reply = openai.OpenAI(base_url=server.url, api_key="page-key-123").chat.completions.create(
         model=server.name, messages=[{"role": "user", "content": "hi"}], max_tokens=3, temperature=0)
     assert reply.usage.completion_tokens == 3
+    from backend.serving import get_server
+    from tests.waiting import wait_for
+
+    wait_for(lambda: get_server(workspace, server.id).requests == 1, timeout=10, what="the request counted")
     page.click("#serve-refresh")
     page.wait_for_function(f"() => ({STATUS})().includes('1 requests')", timeout=30_000)
 
@@ -48,8 +52,11 @@ def test_serve_model_a_from_the_chat_tab(ui_server, page, tiny_model):
     port = free_port()
     page.goto(ui_server["url"])
     page.get_by_role("tab", name="Chat").click()
+    picker = "() => document.querySelector('#chat-model-a input')?.value ?? ''"
+    page.wait_for_function(f"() => ({picker})() !== ''", timeout=30_000)  # the page's own choice first
     fill(page, "chat-model-a", tiny_model)
     page.locator("#chat-model-a input").press("Enter")
+    page.wait_for_function(f"m => ({picker})() === m", arg=str(tiny_model), timeout=30_000)
     page.locator("#chat-serve").get_by_text("Serve (OpenAI API)").click()
     fill(page, "chat-serve-port", port)
     page.click("#chat-serve-start")
