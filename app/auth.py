@@ -16,6 +16,8 @@ from starlette._utils import get_route_path
 from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection
 
+from backend.core.net import respond
+
 API_PREFIX = "/gradio_api"
 LOGIN_PATHS = ("/login", "/login/")
 # What the login page loads before anyone is logged in (seen in a browser): the page itself, its script and
@@ -131,9 +133,9 @@ class LoginGuard:
             return await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
         headers = dict(scope.get("headers") or [])
         if method in ("GET", "HEAD") and b"text/html" in headers.get(b"accept", b""):  # a page: to the login one
-            return await _respond(send, 303, b"", [(b"location", (scope.get("root_path", "") + "/").encode())])
+            return await respond(send, 303, b"", [(b"location", (scope.get("root_path", "") + "/").encode())])
         body = json.dumps({"detail": "Not authenticated: log in first"}).encode()
-        return await _respond(send, 401, body, [(b"content-type", b"application/json")])
+        return await respond(send, 401, body, [(b"content-type", b"application/json")])
 
     @staticmethod
     def starting(scope, method, path) -> bool:
@@ -145,7 +147,7 @@ class LoginGuard:
         async with self.throttle.lock(client):
             if wait := self.throttle.retry_after(client):
                 body = json.dumps({"detail": locked_message(wait)}).encode()
-                return await _respond(send, 429, body, [(b"content-type", b"application/json"),
+                return await respond(send, 429, body, [(b"content-type", b"application/json"),
                                                         (b"retry-after", str(round(wait)).encode())])
             await asyncio.sleep(self.throttle.delay(client))
             status = []
@@ -183,12 +185,6 @@ class LoginGuard:
             await send({"type": "http.response.body", "body": body})
 
         return rewrite
-
-
-async def _respond(send, status: int, body: bytes, headers: list) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def all_routes(routes, prefix: str = ""):

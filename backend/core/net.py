@@ -1,4 +1,5 @@
-"""Ports a server of the workbench binds (the UI, /metrics, a model server): refused before anything starts."""
+"""Ports a server of the workbench binds (the UI, /metrics, a model server), refused before anything starts, and
+the one reply its ASGI middleware writes."""
 from __future__ import annotations
 
 import socket
@@ -30,3 +31,11 @@ def port_problem(host: str, port: int) -> str | None:
     spare = next((p for p in range(port + 1, min(port + 100, 65536)) if port_free(host, p)), None)
     return f"port {port} on {host} is taken (another workbench or program listens there)" + (
         f"; use --port {spare}, which is free" if spare else "; choose another --port")
+
+
+async def respond(send, status: int, body: bytes, headers: list | tuple = ()) -> None:
+    """A whole HTTP answer from ASGI middleware (the UI's login gate, a model server's gate)."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+

@@ -38,17 +38,22 @@ class UserCodeTimeout(UserCodeError):
     """A call took longer than its limit; the child that ran it was killed."""
 
 
+def read_source(path: Path) -> str:
+    """The file's text; UserCodeError naming the first byte that is not UTF-8."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserCodeError(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): save it as "
+                            "UTF-8") from None
+
+
 def load_function(path: Path, function: str):
     """Run the file as a fresh module (edits are picked up on the next load) and return the function."""
     name = "workbench_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickle look a module up here
-    try:
-        source = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UserCodeError(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): save it as "
-                            "UTF-8") from None
+    source = read_source(path)
     try:
         exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - the user's own file, by design
     except Exception as e:  # noqa: BLE001 - any error in user code

@@ -12,7 +12,7 @@ import ast
 import math
 from pathlib import Path
 
-from backend.core.usercode import UserCodeError, UserCodeTimeout, UserFunction
+from backend.core.usercode import UserCodeError, UserCodeTimeout, UserFunction, read_source
 from backend.rewards.base import RewardFunction, RewardSourceError
 
 
@@ -43,10 +43,9 @@ def workspace_file(file: str, workspace: Path) -> Path:
 def defines(path: Path, function: str) -> bool:
     """Whether the file defines `function` at top level, read without running it (the pre-launch check)."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RewardSourceError(f"{path} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): save "
-                                "it as UTF-8") from None
+        text = read_source(path)
+    except UserCodeError as e:
+        raise RewardSourceError(str(e)) from None
     tree = ast.parse(text, filename=str(path))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == function:

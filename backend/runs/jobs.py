@@ -591,14 +591,17 @@ def _record_death(store: RunStore, run: Run, rc: int, launcher_pid: int | None =
     """Fail an attempt whose worker ended without recording how, saying how it died; lead a multi-process run's
     error with the rank that died first. `launcher_pid`: `rc` is accelerate's launcher's; `oom_kills`: the
     cgroup's OOM count when the attempt started (memory is named only with evidence)."""
-    from backend.runs.deaths import blamed_rank, death_message, oom_evidence
+    from backend.runs.deaths import blamed_rank, death_message, first_rank_death, oom_evidence
 
     ended = store.get_run(run.id)
     if ended.attempt != run.attempt or ended.status not in ("running", "failed"):
         return  # a later attempt's to judge, or an end the run recorded itself
     tail = log_tail(store, run.id, lines=60)
+    # the kernel's log and the cgroup are read only for a death by a signal the worker could not record
+    first = first_rank_death(tail)
+    killed = ended.status == "running" or (first is not None and first.signal_name == "SIGKILL")
     oom = oom_evidence(ended.worker_pid, oom_kills, store.last_metrics(run.id).get("memory/peak_rss_gb")) \
-        if rc != 0 else None
+        if rc != 0 and killed else None
     if ended.status == "failed":
         if why := blamed_rank(ended.error, tail, oom):
             store.update_run(run.id, error=why)

@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from backend.core.net import respond
 from backend.serving.registry import SERVE_KEY_ENV, get_server, update
 
 MAX_BODY = 1_000_000  # bytes of one request: a chat of ~250k tokens, more than any model here reads
@@ -20,14 +21,8 @@ SAVE_EVERY_S = 1.0  # how often the record's counts are written (when they chang
 
 
 def _json(send, status: int, message: str, kind: str):
-    body = json.dumps({"error": {"message": message, "type": kind}}).encode()
-    return _respond(send, status, body)
-
-
-async def _respond(send, status: int, body: bytes):
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    body = json.dumps({"error": {"message": message, "type": kind}}).encode()  # OpenAI's error shape
+    return respond(send, status, body, [(b"content-type", b"application/json")])
 
 
 class Counts:
