@@ -2,7 +2,7 @@
 """The workbench's one entry point: the web UI and the headless CLI.
 
   python launch.py [ui] [--host 127.0.0.1] [--port 7860] [--workspace DIR] [--auth user:pass]
-  python launch.py train [CONFIG.yaml] [--set key=value ...] [--detach]
+  python launch.py train [CONFIG.yaml] [--set key=value ...] [--key value ...] [--detach]
   python launch.py runs [--status STATUS] [--json]
   python launch.py show RUN_ID [--json]
   python launch.py logs RUN_ID [-f] [--lines N]
@@ -32,7 +32,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from cli import deploy, doctor, evaluate, export, labels, runs, serve, settings, sweep, train  # noqa: E402
-from cli.common import workspace_option  # noqa: E402
+from cli.common import run_command, settings_as_sets, subcommands, workspace_option  # noqa: E402
 
 # Each module adds its subcommands; this order is the order of `launch.py --help`.
 COMMANDS = (serve, train, settings, runs, doctor, evaluate, export, labels, sweep, deploy)
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`launch.py --port 7861` starts the UI, as `launch.py` alone does: `ui` when no command is named."""
-    commands = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = subcommands(parser)
     if not any(a in commands or a in ("-h", "--help") for a in argv):
         return ["ui", *argv]
     return deploy.with_default_subcommand(evaluate.with_default_subcommand(argv))
@@ -57,15 +57,10 @@ def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> li
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(with_default_command(parser, sys.argv[1:] if argv is None else list(argv)))
+    argv = with_default_command(parser, sys.argv[1:] if argv is None else list(argv))
+    args = parser.parse_args(settings_as_sets(parser, argv))
     args.workspace = getattr(args, "workspace", None)
-    from backend.runs.store import WorkspaceError
-
-    try:
-        return args.func(args)
-    except WorkspaceError as e:
-        print(e, file=sys.stderr)
-        return 2
+    return run_command(args)
 
 
 if __name__ == "__main__":

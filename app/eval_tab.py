@@ -19,7 +19,6 @@ from app.eval_render import (EXAMPLE_COLUMNS, eval_choices, examples_frame, mode
 from app.formatting import error_markdown, status_text
 from app.tab_polls import TabPolls
 from backend import evals
-from backend.modes.registry import mode_spec
 from backend.runs import jobs
 from backend.runs.store import RUN_PREFIX, RunStore
 
@@ -42,7 +41,7 @@ def model_options(store: RunStore, lang: str = i18n.DEFAULT) -> list[tuple[str, 
     did part-way, e.g. before it overfitted."""
     out = [(i18n.text("eval.base_choice", lang), evals.BASE)] + generation_model_choices(store)
     for run in store.list_runs():
-        if run.active or not mode_spec(run.mode).writes_answers:
+        if run.active or not run.config.spec.writes_answers:
             continue
         out += [(i18n.text("eval.checkpoint_choice", lang, name=run.name, step=step, id=run.id),
                  f"{RUN_PREFIX}{run.id}@{step}") for step, _ in jobs.checkpoints(store, run.id)]

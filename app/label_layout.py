@@ -133,6 +133,7 @@ class ExportForm:
 class LabelUI:
     remember: gr.BrowserState  # render it outside the tabs (see LabelTab)
     view: gr.State  # LabelView
+    started: gr.State  # the id of the session the New session form just created
     new: NewSessionForm
     session: gr.Dropdown
     annotator: gr.Textbox
@@ -184,6 +185,7 @@ def layout(store: RunStore, words=None) -> LabelUI:
     secret = browser_secret(store.workspace)
     remember = gr.BrowserState({}, storage_key=STORAGE_KEY + "-" + secret[:8], secret=secret, render=False)
     view = gr.State(LabelView())
+    started = gr.State(None)
     t(gr.Markdown(elem_classes=["wb-intro"]), "label.intro", "value")
     with t(gr.Accordion(open=True, elem_id="label-new"), "label.new") as new_box:
         with gr.Row(equal_height=True):
@@ -293,7 +295,7 @@ def layout(store: RunStore, words=None) -> LabelUI:
         summary_refresh = t(gr.Button(size="sm", elem_id="label-summary-refresh"), "label.summary_refresh", "value")
 
     return LabelUI(
-        remember=remember, view=view,
+        remember=remember, view=view, started=started,
         new=NewSessionForm(new_box, mode, compare, name, model_a, model_b, temp_a, temp_b, max_new, overlap, source,
                            dataset, column, limit, upload, typed, start, new_message),
         session=session, annotator=annotator, count=count, progress=progress, resume=resume, item_box=item_box,

@@ -38,7 +38,7 @@ from app.tab_polls import TabPolls
 from backend import labeling
 from backend.labeling import LabelError, LabelItem, LabelSession
 from backend.labeling import generator as label_generator
-from backend.modes.registry import mode_spec
+from backend.core.mode_registry import mode_spec
 from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -208,11 +208,10 @@ def read_prompts(ui: LabelUI, store: RunStore, values: dict) -> tuple[list, str]
 
 
 def on_start(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = None) -> dict:
-    f, v = ui.new, values[ui.view]
-    client = v.client or secrets.token_hex(8)
-    who = (values[ui.annotator] or "").strip()
+    """Create the session the New session form describes (reading its prompts may take a while: this step runs
+    beside the tab's serial events); `on_started` then shows it."""
+    f = ui.new
     lang = i18n.lang_of(request)
-    v = replace(v, client=client, annotator=who or v.annotator or annotator_default(client), active=True, lang=lang)
     pair = values[f.mode] == "pair"
     try:
         settings = labeling.GenerationSettings.build(
@@ -225,16 +224,29 @@ def on_start(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = N
                                     name=values[f.name], prompt_source=where, settings=settings)
     except LabelError as e:
         gr.Warning(i18n.text("label.cannot_start_warning", lang, error=str(e)[:300]))
-        return {f.message: error_markdown([str(e)], i18n.text("label.cannot_start", lang), lang)}
+        return {f.message: error_markdown([str(e)], i18n.text("label.cannot_start", lang), lang), ui.started: None}
     except Exception as e:  # never a traceback in the page; the log has it
         log.exception("starting a labeling session failed")
         return {f.message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("label.could_not_start", lang),
-                                          lang)}
-    out = join(ui, store, v, s.id, i18n.text("label.generating", lang))
+                                          lang), ui.started: None}
+    return {ui.started: s.id, f.box: gr.update(open=False),
+            f.message: i18n.text("label.started", lang, name=s.name, id=s.id, n=len(prompts))}
+
+
+def on_started(ui: LabelUI, store: RunStore, v: LabelView, who: str | None, session_id: str | None,
+               request: gr.Request = None) -> dict:
+    """Show the session just created, in the view as the serial events left it (the page's load event may have
+    run meanwhile)."""
+    if not session_id:
+        return gr.skip()
+    client = v.client or secrets.token_hex(8)
+    who = (who or "").strip()
+    v = replace(v, client=client, annotator=who or v.annotator or annotator_default(client), active=True,
+                lang=i18n.lang_of(request))
+    out = join(ui, store, v, session_id, i18n.text("label.generating", v.lang))
     v = out[ui.view]
-    return out | {ui.remember: remembered(v), ui.session: gr.update(choices=session_choices(store), value=s.id),
-                  f.box: gr.update(open=False), ui.annotator: v.annotator,
-                  f.message: i18n.text("label.started", lang, name=s.name, id=s.id, n=len(prompts))}
+    return out | {ui.remember: remembered(v), ui.session: gr.update(choices=session_choices(store), value=session_id),
+                  ui.annotator: v.annotator}
 
 
 def on_session(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, who: str | None,
@@ -372,9 +384,10 @@ def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | Non
     gr.on([f.mode.change, f.compare.change], bind(on_mode, ui), [f.mode, f.compare], [f.compare, f.model_b, f.temp_b],
           **hidden)
     f.source.change(bind(on_source, ui), f.source, [f.dataset, f.column, f.limit, f.upload, f.typed], **hidden)
-    f.start.click(bind(on_start, ui, store), f.inputs | {ui.view, ui.annotator},
-                  [ui.remember, ui.session, f.box, ui.annotator, f.message, *items, *layout_outputs],
-                  concurrency_limit=None, show_progress="minimal", show_progress_on=[f.message])
+    f.start.click(bind(on_start, ui, store), f.inputs, [ui.started, f.box, f.message], concurrency_limit=None,
+                  show_progress="minimal", show_progress_on=[f.message]).then(
+        bind(on_started, ui, store), [ui.view, ui.annotator, ui.started],
+        [ui.remember, ui.session, ui.annotator, *items, *layout_outputs], **SERIAL, **hidden)
     ui.session.input(bind(on_session, ui, store), [ui.view, ui.session, ui.annotator],
                      [ui.remember, ui.summary, *items, *layout_outputs], **SERIAL, **hidden)
     gr.on([ui.annotator.blur, ui.annotator.submit], bind(on_annotator, ui), [ui.view, ui.annotator],

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.modes.step_timing import TIMING_KEYS
+from backend.core.step_timing import TIMING_KEYS
 
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
 SMOOTH_COLOR = "rgb(67, 56, 202)"

@@ -27,7 +27,7 @@ from app.tab_polls import TabPolls
 from backend import evals, reporting
 from backend.runs import jobs
 from backend.config import to_yaml
-from backend.modes.registry import RL_MODES, mode_spec
+from backend.core.mode_registry import RL_MODES
 from backend.rewards import cost_budgets
 from backend.runs.store import RESUMABLE, DeleteRefused, Run, RunStore
 
@@ -159,7 +159,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
         if not v.changed("charts", (run and run.id, v.last_id, tuple(sorted(v.open_groups)), lang)):
             return {}
         budgets = cost_budgets(run.config.reward_sources) if run else {}
-        layout = chart_layout(v.series, mode_spec(run.mode).charts if run else ())
+        layout = chart_layout(v.series, run.config.spec.charts if run else ())
         out = {plot: figure_from_series(v.series, budgets=budgets, names=layout.lead)}
         text = i18n.text("runs.flat", lang, text=flat_text(v.series, layout.flat)) if layout.flat else ""
         if v.changed("flat", text):

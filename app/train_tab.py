@@ -25,7 +25,7 @@ from backend.runs import jobs
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.doctor import fix_text
 from backend.modes import available_modes
-from backend.modes.registry import RL_MODES
+from backend.core.mode_registry import RL_MODES
 from backend.rewards import is_suggestion, suggested_sources
 from backend.runs.store import RunStore, default_workspace
 
@@ -424,14 +424,13 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         """The reward probe on the settings on screen, with the model the playground keeps loaded (bounded: one
         group per prompt for a few prompts)."""
         from backend.doctor.probe import check_rewards
-        from backend.modes.registry import mode_spec
         from backend.playground import MODELS
 
         lang = i18n.lang_of(request)
         hidden = {apply_fix: gr.update(visible=False), pending_fix: {}}
         try:
             config = form.config_from(values)
-            if not mode_spec(config.mode).online_rl:
+            if not config.spec.online_rl:
                 return {reward_check: gr.update(value=i18n.text("doctor.rl_only", lang), visible=True), **hidden}
             jobs.preflight(config, workspace)
             report = check_rewards(config, workspace, loaded=MODELS.get(config.model))

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from backend.models import MODELS as MODEL_CACHE
 from backend.models import RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model
-from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
 MAX_NEW_TOKENS = 4096
@@ -41,7 +40,7 @@ def model_choices(store: RunStore) -> list[tuple[str, str]]:
     bases = list(dict.fromkeys([EMBEDDED_MODEL, *(r.config.model for r in runs)]))
     choices = [(f"base · {_short(b)}", b) for b in bases]
     for run in runs:
-        if run.active or not mode_spec(run.mode).writes_answers:
+        if run.active or not run.config.spec.writes_answers:
             continue
         try:
             art = locate(store, run.id)

@@ -27,7 +27,6 @@ from typing import Callable, Literal
 from backend.models import ADAPTER_FILES, CARD_TAG, ModelError, RunArtifact, is_export, saved_model
 from backend.models.from_run import LEFT_OUT, MERGED_DTYPES, merge_artifact
 from backend.models.specs import TRAINED_ON as TRAINED_ON_NAME
-from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
 Progress = Callable[[float, str], None]
@@ -423,7 +422,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool, folder:
 
         base_path = str(model_cache_dir() / EMBEDDED_MODEL)
     out = [_front_matter(art, kind), f"# {run.name}", "",
-           f"{what}: a {task} trained with **{run.mode}** ({mode_spec(run.mode).title}) on "
+           f"{what}: a {task} trained with **{run.mode}** ({run.config.spec.title}) on "
            f"`{c.dataset}`, starting from `{c.model}`. Exported by the RL post-training workbench from run "
            f"`{run.id}`.", ""]
     if c.model.lower() == EMBEDDED_MODEL:
@@ -439,7 +438,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool, folder:
             f"modules {', '.join(c.lora.target_modules)}" if c.finetuning == "lora" else "full (every weight)")
     took = (run.finished_at - (run.train_started_at or run.started_at)) if run.finished_at and \
         (run.train_started_at or run.started_at) else None
-    rows = [("base model", f"`{c.model}`"), ("mode", f"{run.mode} ({mode_spec(run.mode).title})"),
+    rows = [("base model", f"`{c.model}`"), ("mode", f"{run.mode} ({run.config.spec.title})"),
             ("dataset", f"`{c.dataset}`"), ("fine-tuning", lora),
             ("steps", f"{run.step} of {run.total_steps or '?'} ({run.status})"),
             ("learning rate", _fmt(c.learning_rate)),
@@ -448,7 +447,7 @@ def model_card(store: RunStore, art: RunArtifact, kind: str, plot: bool, folder:
             ("finished", time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at))
              if run.finished_at else "–"),
             ("training time", _duration(took))]
-    if mode_spec(run.mode).online_rl and c.reward_sources:
+    if run.config.spec.online_rl and c.reward_sources:
         from backend.rewards.spec import source_names
 
         names = source_names(c.reward_sources)

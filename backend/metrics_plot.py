@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from backend.modes.step_timing import TIMING_KEYS
+from backend.core.step_timing import TIMING_KEYS
 
 # Logged once at the end, or bookkeeping rather than learning: not worth a panel.
 PLOT_KEYS_SKIPPED = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",

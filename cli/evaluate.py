@@ -35,7 +35,8 @@ def add_parsers(sub, common) -> None:
     st.add_argument("--seed", type=int)
     st.add_argument("--name", default="")
     st.add_argument("--detach", action="store_true", help="queue it and return at once")
-    st.add_argument("--json", action="store_true", help="print the results as JSON when done")
+    st.add_argument("--json", action="store_true",
+                    help="print the results as JSON when done (with --detach: the id), progress on stderr")
     st.set_defaults(func=cmd_eval)
     ls = esub.add_parser("list", parents=[common], help="evaluations, newest first")
     ls.add_argument("--json", action="store_true")
@@ -100,7 +101,9 @@ def cmd_eval(args) -> int:
             return bad_input("Cannot start the evaluation:", e.errors)
         except ValueError as e:
             return bad_input(f"Cannot start the evaluation: {e}")
-        print(f"evaluation id: {evaluation.id}", flush=True)
+        print(f"evaluation id: {evaluation.id}", flush=True)  # with --json on stderr: stdout is the JSON alone
+        if args.detach and args.json:
+            print_json({"id": evaluation.id, "status": evaluation.status})
         return 0 if args.detach else follow_eval(store, evaluation.id, args.json)
     if command == "list":
         items = evals.list_evals(store)

@@ -8,7 +8,7 @@ from cli.common import bad_input, print_json
 
 
 def add_parsers(sub, common) -> None:
-    from backend.modes.registry import ALL_MODES
+    from backend.core.mode_registry import ALL_MODES
 
     s = sub.add_parser("settings", parents=[common], help="list every run setting (for --set and presets)")
     s.add_argument("--mode", choices=ALL_MODES, help="only the settings this mode reads")

@@ -13,7 +13,8 @@ def add_parsers(sub, common) -> None:
     ss = swsub.add_parser("start", parents=[common], help="start a sweep (its driver runs detached)")
     ss.add_argument("spec", nargs="?", help="sweep spec YAML (e.g. presets/sweeps/sft_lr_rank.yaml)")
     ss.add_argument("--preset", help="run config YAML to use as the base (instead of, or replacing, the spec's)")
-    ss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a base setting")
+    ss.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a base setting (or --KEY VALUE, as TRL's CLI takes it, e.g. --max_steps 20)")
     ss.add_argument("--param", action="append", default=[], metavar="FIELD=KIND:LOW:HIGH",
                     help="a setting to search: learning_rate=log_float:1e-5:1e-3, lora.r=int:4:16, "
                          "dpo.loss_type=categorical:sigmoid,ipo")
@@ -32,7 +33,8 @@ def add_parsers(sub, common) -> None:
     sh = swsub.add_parser("show", parents=[common], help="a sweep's trials, the best marked ★")
     sh.add_argument("sweep_id")
     sh.add_argument("--json", action="store_true")
-    sh.add_argument("--best-config", action="store_true", help="print the best trial's run config YAML")
+    sh.add_argument("--best-config", action="store_true",
+                    help="print the best trial's run config YAML (with --json: as JSON)")
     sp = swsub.add_parser("stop", parents=[common], help="stop a sweep and its current trial")
     sp.add_argument("sweep_id")
     sw.set_defaults(func=cmd_sweep)
@@ -136,9 +138,11 @@ def _show(store, args) -> int:
     if args.best_config:
         config = sweeps.best_config(store, sweep.id)
         if config is None:
-            print(f"sweep {sweep.id} has no completed trial yet", file=sys.stderr)
-            return EXIT_FAILED
-        print(to_yaml(config), end="")
+            return bad_input(f"sweep {sweep.id} has no completed trial yet", code=EXIT_FAILED)
+        if args.json:
+            print_json(config.model_dump())
+        else:
+            print(to_yaml(config), end="")
         return 0
     if args.json:
         print_json({**sweeps.sweep_summary(sweep, trials), "spec": sweep.spec.model_dump(),

@@ -16,11 +16,12 @@ def add_parsers(sub, common) -> None:
 
     tr = sub.add_parser("train", parents=[common], help="run training in the foreground",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog="settings (--set KEY=VALUE, or keys of the config YAML; TRL's names are accepted "
-                               "too):\n" + settings_text())
+                        epilog="settings (--set KEY=VALUE or --KEY VALUE, or keys of the config YAML; TRL's names "
+                               "are accepted too):\n" + settings_text())
     tr.add_argument("config", nargs="?", help="run config YAML (e.g. presets/sft_demo.yaml)")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a setting, e.g. --set lora.r=16 --set max_steps=20")
+                    help="override a setting, e.g. --set lora.r=16 --set max_steps=20 (or --max_steps 20, as "
+                         "TRL's CLI takes it; --set data.columns.prompt=question sets one entry of a mapping)")
     tr.add_argument("--detach", action="store_true", help="start the run and return at once")
     tr.add_argument("--dry-run", action="store_true",
                     help="check everything a start checks, print the settings and the memory estimate (RL modes: "
@@ -91,7 +92,7 @@ def probe_before_start(config, workspace) -> int:
     itself at once."""
     from backend.doctor import fix_text, report_lines
     from backend.doctor.probe import check_rewards
-    from backend.modes.registry import mode_spec
+    from backend.core.mode_registry import mode_spec
 
     if not mode_spec(config.mode).online_rl or config.rl.probe == "off":
         return 0

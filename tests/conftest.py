@@ -25,3 +25,14 @@ def tiny_model() -> Path:
 @pytest.fixture
 def workspace(tmp_path) -> Path:
     return tmp_path
+
+
+_FOLDER_MARKS = ("unit", "integration", "browser", "reliability")
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test by its folder, so `-m unit` (the quick set) or `-m "not browser"` picks by kind."""
+    for item in items:
+        folder = Path(str(item.fspath)).parent.name
+        if folder in _FOLDER_MARKS:
+            item.add_marker(getattr(pytest.mark, folder))

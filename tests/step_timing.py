@@ -1,7 +1,7 @@
 """The check the RL runs' tests share: each step's time split into generate / score / update."""
 import pytest
 
-from backend.modes.step_timing import TIMING_KEYS
+from backend.core.step_timing import TIMING_KEYS
 
 
 def assert_each_step_is_split(metrics: list[dict], steps: list[int]) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from backend.config.run_config import RunConfig
 from backend.config.sections import ConfigError, is_section
+from backend.core.mode_registry import mode_spec  # no torch
 
 
 # ---- field paths: one list of names, derived from the schema ----
@@ -60,21 +61,47 @@ def describe_settings(mode: str | None = None) -> list[dict]:
         extra = info.json_schema_extra or {}
         if mode and not _applies(info, mode):
             continue
-        ann = info.annotation
-        kind = getattr(ann, "__name__", None) if isinstance(ann, type) else "mapping" if get_origin(ann) is dict \
-            else None
         default = info.get_default(call_default_factory=True)
         lo, hi = bounds(info)
         rows.append({"path": path, "section": path.split(".")[0] if "." in path else extra.get("group", "basic"),
-                     "kind": "choice" if choices(info) else kind or "list", "default": default,
+                     "kind": _kind(info), "default": default,
                      "choices": choices(info), "min": lo, "max": hi, "modes": extra.get("modes"),
                      "aliases": list(extra.get("aliases") or ()), "title": info.title, "help": info.description})
     return rows
 
 
-def get_path(data: dict, path: str):
+def _kind(info) -> str:
+    """str, int, float, bool, choice, mapping or list: what `launch.py settings` says a setting holds."""
+    ann = info.annotation
+    if choices(info):
+        return "choice"
+    return ann.__name__ if isinstance(ann, type) else "mapping" if get_origin(ann) is dict else "list"
+
+
+def trainer_settings(mode: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The settings a `mode` run hands to its trainer's config dataclass by name, each with the names TRL may give
+    it (its own, then its TRL aliases): the common settings and those of the mode's sections. A setting's
+    `trainer` says otherwise: False (the workbench's own, or turned into trainer arguments by hand), or per mode
+    ({mode: TRL's name, or False})."""
+    sections = mode_spec(mode).sections
+    out = []
+    for path, info in field_paths():
+        head, _, leaf = path.rpartition(".")
+        extra = info.json_schema_extra or {}
+        rule = extra.get("trainer", True)
+        rule = rule.get(mode, True) if isinstance(rule, dict) else rule
+        section_extra = (RunConfig.model_fields[head].json_schema_extra or {}) if head else {}
+        if (head and head not in sections) or False in (rule, section_extra.get("trainer")) or not _applies(info, mode):
+            continue
+        named = extra.get("aliases") or ()
+        out.append((path, (rule,) if isinstance(rule, str) else (leaf, *(() if isinstance(named, dict) else named))))
+    return out
+
+
+def get_path(data: dict | BaseModel, path: str):
+    """The value at a dotted path of a settings mapping or of a RunConfig."""
     for part in path.split("."):
-        data = data[part]
+        data = getattr(data, part) if isinstance(data, BaseModel) else data[part]
     return data
 
 
@@ -104,6 +131,19 @@ def _applies(info, mode: str) -> bool:
     return not modes or mode in modes
 
 
+def _mode_of(data: dict) -> str:
+    return data.get("mode") or RunConfig.model_fields["mode"].default
+
+
+def _alias_targets(name: str, mode: str) -> list[tuple[str, object]]:
+    """The settings a TRL name stands for in a `mode` run (the first is the one it sets)."""
+    return [(p, vmap) for p, vmap in aliases()[name] if _applies(field_info(p), mode)]
+
+
+def _flag_off(value) -> bool:
+    return value in (False, None, "false", "False", 0)
+
+
 def resolve_aliases(data: dict) -> dict:
     """`data` with top-level TRL names moved to their settings; ConfigError naming both when an alias and its
     setting (or two aliases) disagree, or when the run's mode has no such setting."""
@@ -112,17 +152,17 @@ def resolve_aliases(data: dict) -> dict:
     if not given:
         return data
     data, errors, source = dict(data), [], {}
-    mode = data.get("mode") or RunConfig.model_fields["mode"].default
+    mode = _mode_of(data)
     for name in given:
         value = data.pop(name)
-        targets = [(p, vmap) for p, vmap in table[name] if _applies(field_info(p), mode)]
+        targets = _alias_targets(name, mode)
         if not targets:
             where = ", ".join(f"{p} ({', '.join(field_info(p).json_schema_extra['modes'])})" for p, _ in table[name])
             errors.append(f"{name}: {mode} runs have no such setting; it stands for {where}")
             continue
         path, vmap = targets[0]
         if vmap is not None:  # a flag: true selects its value, false selects nothing
-            if value in (False, None, "false", "False", 0):
+            if _flag_off(value):
                 continue
             value = vmap
         try:
@@ -158,9 +198,8 @@ def _format_errors(err: ValidationError) -> list[str]:
         if _non_finite(e.get("input")):  # nan / inf fail every bound: say what they are
             msg = f"not a finite number (got {e['input']!r})"
         elif e["type"] == "extra_forbidden":
-            known = [p for p, _ in field_paths()]
-            close = difflib.get_close_matches(loc, known, n=1)
-            msg = "unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")
+            close = nearest_setting(loc)
+            msg = "unknown setting" + (f"; did you mean '{close}'?" if close else "")
         elif "input" in e and e["type"] not in ("missing",) and not isinstance(e["input"], dict):
             msg += f" (got {e['input']!r})"
         lines.append(f"{loc}: {msg}" if loc else msg)
@@ -174,31 +213,129 @@ def build_config(data: dict | None = None) -> RunConfig:
         raise ConfigError(_format_errors(err)) from None
 
 
+def nearest_setting(key: str, also=()) -> str | None:
+    """The setting (or TRL name, or one of `also`) closest to a mistyped one, for "did you mean"; None when none
+    is close."""
+    close = difflib.get_close_matches(key, [*(p for p, _ in field_paths()), *aliases(), *also], n=1)
+    return close[0] if close else None
+
+
+class UnknownSetting(ConfigError):
+    """A key that names no setting (the CLI then also suggests its own options)."""
+
+
+def setting_of(key: str) -> str:
+    """The setting `key` gives a value of: itself, the one a TRL name stands for, or the mapping setting that a
+    dotted path goes into (data.columns.prompt: data.columns). ConfigError naming the key otherwise."""
+    if key in _LEAVES:
+        return key
+    if key in (table := aliases()):
+        return table[key][0][0]
+    parts = key.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:i])
+        if head not in _LEAVES:
+            continue
+        info = field_info(head)
+        if get_origin(info.annotation) is not dict:
+            raise ConfigError([f"{key}: {head} is a setting of kind {_kind(info)}, not a mapping; give it whole "
+                               f"({head}=VALUE)"])
+        if i < len(parts) - 1 and get_origin(get_args(info.annotation)[1]) is not dict:
+            raise ConfigError([f"{key}: {head}.{parts[i]} is one entry of the mapping {head}, not a mapping "
+                               f"itself; give {head}.{parts[i]}=VALUE"])
+        return head
+    close = nearest_setting(key)
+    raise UnknownSetting([f"{key}: unknown setting" + (f"; did you mean '{close}'?" if close else "")
+                          + " (`launch.py settings` lists them)"])
+
+
+def _value_type(key: str, leaf: str):
+    """The type a --set value is read as: the setting's, or a mapping entry's for a dotted path into a mapping."""
+    ann = field_info(leaf).annotation
+    return get_args(ann)[1] if key.startswith(leaf + ".") else ann
+
+
 def parse_override(item: str) -> tuple[str, Any]:
     if "=" not in item:
         raise ConfigError([f"--set {item!r}: expected key=value (e.g. lora.r=16)"])
     key, raw = item.split("=", 1)
     key = key.strip()
-    known = [p for p, _ in field_paths()]
-    table = aliases()
-    if key not in known and key not in table:
-        close = difflib.get_close_matches(key, known, n=1)
-        raise ConfigError([f"--set {key}: unknown setting" + (f"; did you mean '{close[0]}'?" if close else "")])
+    try:
+        leaf = setting_of(key)
+    except ConfigError as e:
+        raise type(e)([f"--set {line}" for line in e.errors]) from None
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    if field_info(key if key in known else table[key][0][0]).annotation is str and value is not None:
+    if _value_type(key, leaf) is str and value is not None:
         value = raw  # keep names like "1e-3" or "007" as typed
     return key, value
 
 
+def _mapping_of(data: dict, leaf: str, item: str) -> dict:
+    """The mapping setting `leaf` as given so far (a file's mapping, or `prompt=question, ...` text that the
+    schema's own parsing turns into one), so that a dotted --set adds an entry instead of replacing them all."""
+    current = _given(data, leaf, item)
+    if current is None or isinstance(current, dict):
+        return dict(current or {})
+    *section, name = leaf.split(".")
+    model = RunConfig
+    for part in section:
+        model = model.model_fields[part].annotation
+    try:
+        return dict(getattr(model.model_validate({name: current}), name))
+    except ValidationError as err:
+        prefix = ".".join(section) + "." if section else ""
+        raise ConfigError([f"--set {item}: {prefix}{line}" for line in _format_errors(err)]) from None
+
+
+def _given(data: dict, path: str, item: str):
+    """The value at `path` (None: not given); ConfigError naming the part that is not a mapping on the way."""
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(data, dict):
+            raise ConfigError([f"--set {item}: {'.'.join(parts[:i])} is not a mapping in the config it overrides "
+                               f"(got {data!r})"])
+        if part not in data:
+            return None
+        data = data[part]
+    return data
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     data = yaml.safe_load(yaml.safe_dump(data or {}))  # deep copy
+    given: set[str] = set()  # the settings these overrides have given so far
+    table = aliases()
     for item in overrides:
         key, value = parse_override(item)
+        leaf = setting_of(key)
+        if key.startswith(leaf + "."):  # one entry of a mapping setting: data.columns.prompt=question
+            mapping = _mapping_of(data, leaf, item)
+            mapping[key[len(leaf) + 1:]] = value
+            key, value = leaf, mapping
+        elif key in table and key not in _LEAVES:
+            leaf = _replace_by_alias(data, key, value, given, item)
+        else:
+            _given(data, key, item)  # a section given as no mapping: named here, not a TypeError in set_path
         set_path(data, key, value)
+        given.add(leaf)
     return data
+
+
+def _replace_by_alias(data: dict, name: str, value, given: set[str], item: str) -> str:
+    """A TRL name given by --set (`lora_r=16`) replaces its setting's value in the file, as any --set does; the
+    setting it stands for. resolve_aliases still refuses it against a --set of that setting or another name."""
+    targets = _alias_targets(name, _mode_of(data))
+    if not targets:  # resolve_aliases says which modes have it
+        return name
+    path, vmap = targets[0]
+    if path not in given and not (vmap is not None and _flag_off(value)):  # `bf16=false` selects nothing
+        parent, _, setting = path.rpartition(".")
+        holder = _given(data, parent, item) if parent else data
+        if isinstance(holder, dict):
+            holder.pop(setting, None)
+    return path
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -264,8 +401,8 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None,
     data = read_yaml_mapping(path) if path else {}
     set_here = {parse_override(item)[0]: item for item in overrides or []}
     table = aliases()
-    for key, item in list(set_here.items()):  # a TRL name's problems are blamed on the --set that gave it
-        for target, _ in table.get(key, ()):
+    for key, item in list(set_here.items()):  # a TRL name's (or a mapping entry's) problems are blamed on its --set
+        for target in [t for t, _ in table.get(key, ())] + [setting_of(key)]:
             set_here.setdefault(target, item)
     try:
         data = apply_overrides(data, overrides or [])

@@ -8,7 +8,8 @@ from pydantic import Field, field_validator, model_validator
 
 from backend.config.sections import (ConstraintSettings, DataSettings, DistributedSettings, DPOSettings, EvalSettings,
                                      KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
-from backend.modes.registry import ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES, mode_spec  # no torch
+from backend.core.mode_registry import (ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES,  # no torch
+                                        ModeSpec, mode_spec)
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList, gates  # pydantic only, no torch
 
@@ -19,24 +20,24 @@ AUTO_SAVE_RATIO = 0.1  # save_steps -1: a checkpoint every 10% of the run (trans
 
 class RunConfig(_Section):
     name: str = Field("", max_length=80, title="Run name", description="Shown in the run list; empty: generated.",
-                      json_schema_extra=_meta())
+                      json_schema_extra=_meta(trainer=False))
     mode: Literal[ALL_MODES] = Field("sft", title="Training mode",
                                      description="; ".join(f"{m.name}: {m.title}" for m in MODES.values()) + ".",
-                                     json_schema_extra=_meta())
+                                     json_schema_extra=_meta(trainer=False))
     model: str = Field(DEFAULT_MODEL, min_length=1, title="Model",
                        description=f"`{DEFAULT_MODEL}` (embedded, offline), a local save_pretrained folder, "
                                    "a Hugging Face Hub id, or `run:<id>` to train on from a finished run's model "
                                    "(its adapter merged into its base once), e.g. GRPO after an SFT warm-up.",
-                       json_schema_extra=_meta())
+                       json_schema_extra=_meta(trainer=False))
     dataset: str = Field(DEFAULT_DATASET, min_length=1, title="Dataset",
                          description="A built-in demo set, a JSONL / JSON / CSV / Parquet file, a "
                                      "datasets.save_to_disk folder, a dataset of a LLaMA-Factory data folder "
                                      "(folder/name), or several of them, comma-separated (mixed as data.mix says).",
-                         json_schema_extra=_meta())
+                         json_schema_extra=_meta(trainer=False))
     data: DataSettings = Field(default_factory=DataSettings, title="Data")
     finetuning: Literal["lora", "full"] = Field(
         "lora", title="Fine-tuning", description="lora: train a small adapter; full: update every weight.",
-        json_schema_extra=_meta())
+        json_schema_extra=_meta(trainer=False))
     lora: LoraSettings = Field(default_factory=LoraSettings, title="LoRA")
 
     learning_rate: float = Field(2e-4, gt=0, le=1, title="Learning rate",
@@ -55,14 +56,17 @@ class RunConfig(_Section):
                                              json_schema_extra=_meta())
     max_length: int = Field(512, ge=8, le=1_000_000, title="Max length",
                             description="Tokens per example; longer ones are truncated.",
-                            json_schema_extra=_meta(aliases=("max_seq_length",)))
+                            json_schema_extra=_meta(aliases=("max_seq_length",),
+                                                    # GRPO / RLOO keep whole prompts; PPO keeps their last tokens
+                                                    trainer={"ppo": "max_prompt_length", "grpo": False,
+                                                             "rloo": False}))
     seed: int = Field(42, ge=0, le=2**32 - 1, title="Seed", description="Random seed for data order and init.",
                       json_schema_extra=_meta("advanced"))
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", title="Precision",
         description="auto: fp32 on CPU (bf16 is ~12× slower there), bf16 on a GPU that supports it, else fp16. "
                     "fp16 needs a GPU; bf16 a GPU that has it (Ampere or newer) or a CPU.",
-        json_schema_extra=_meta("compute", aliases={"bf16": "bf16", "fp16": "fp16"}))
+        json_schema_extra=_meta("compute", aliases={"bf16": "bf16", "fp16": "fp16"}, trainer=False))
     gradient_checkpointing: bool = Field(False, title="Gradient checkpointing",
                                          description="Activation checkpointing: recompute activations in the "
                                                      "backward pass; less memory, ~25% slower.",
@@ -72,7 +76,7 @@ class RunConfig(_Section):
         description="4bit: load the frozen base model in 4-bit NF4 with double quantization (bitsandbytes) and "
                     "train the LoRA adapter on top, in the precision above: about a quarter of the base's memory. "
                     "Needs a CUDA GPU, `pip install bitsandbytes` and LoRA.",
-        json_schema_extra=_meta("compute", aliases={"load_in_4bit": "4bit"}))
+        json_schema_extra=_meta("compute", aliases={"load_in_4bit": "4bit"}, trainer=False))
     use_liger_kernel: bool = Field(False, title="Liger kernels",
                                    description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear "
                                                "cross-entropy): less GPU memory and faster steps. Needs a CUDA GPU "
@@ -87,7 +91,7 @@ class RunConfig(_Section):
     group_by_length: bool = Field(False, title="Group by length",
                                   description="Batch examples of similar length together: less padding, faster "
                                               "on data of mixed lengths; the order is less random (SFT).",
-                                  json_schema_extra=_meta("advanced", modes=["sft"]))
+                                  json_schema_extra=_meta("advanced", modes=["sft"], trainer=False))
     auto_find_batch_size: bool = Field(False, title="Find batch size",
                                        description="On a GPU out-of-memory error, halve the batch size and try "
                                                    "again instead of failing (gradient accumulation unchanged).",
@@ -114,22 +118,23 @@ class RunConfig(_Section):
     save_minutes: float = Field(0.0, ge=0, le=10_000, title="Checkpoint every minutes",
                                 description="Also save a checkpoint every N minutes of wall time (steps of "
                                             "uneven length, a machine that may be taken away); 0: only by steps.",
-                                json_schema_extra=_meta("advanced"))
+                                json_schema_extra=_meta("advanced", trainer=False))
     auto_resume: int = Field(0, ge=0, le=100, title="Auto-resume",
                              description="When the worker dies (killed, crashed; not a stop, nor refused settings "
                                          "or data) and a checkpoint exists, resume the run from it automatically, "
-                                         "up to N times; 0: off.", json_schema_extra=_meta("advanced"))
+                                         "up to N times; 0: off.", json_schema_extra=_meta("advanced", trainer=False))
     stall_action: Literal["warn", "stop", "restart"] = Field(
         "warn", title="When the worker stalls",
         description="A worker that makes no progress (no step for 10× its own step time, at least 2 minutes, or a "
                     "frozen process: no heartbeat of its own for 30 s) is marked stalled. warn: only mark it; stop: "
                     "end the run (failed, saying why); restart: end the worker and resume from the last checkpoint.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", trainer=False))
     stop_grace_s: int = Field(
         60, ge=5, le=3600, title="Stop grace period (s)",
         description="A stop asks the worker to save its adapter and end at the next step; if it has not ended this "
                     "many seconds later (stuck in a long step or in user code), its processes are killed: the run "
-                    "is stopped without that save, its last checkpoint kept.", json_schema_extra=_meta("advanced"))
+                    "is stopped without that save, its last checkpoint kept.",
+                    json_schema_extra=_meta("advanced", trainer=False))
     report_to: list[Literal[REPORTERS]] = Field(
         default_factory=list, title="Also report to",
         description="Also write the trainer's logs for TensorBoard (event files in the run's folder), trackio (the "
@@ -142,13 +147,14 @@ class RunConfig(_Section):
                                description="Training processes on this machine (one per GPU), via accelerate. On "
                                            "a GPU machine the run takes this many GPUs (plus a vLLM server's), the "
                                            "lowest free ones; it waits in the queue while fewer are free.",
-                               json_schema_extra=_meta("compute"))
+                               json_schema_extra=_meta("compute", trainer=False))
     distributed: DistributedSettings = Field(default_factory=DistributedSettings, title="Distributed")
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
     ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
-    constraint: ConstraintSettings = Field(default_factory=ConstraintSettings, title="Cost constraint")
+    constraint: ConstraintSettings = Field(default_factory=ConstraintSettings, title="Cost constraint",
+                                           json_schema_extra=_meta(trainer=False))
     eval: EvalSettings = Field(default_factory=EvalSettings, title="Evaluation")
     reward_sources: RewardSourceList = Field(
         default_factory=list, title="Reward sources",
@@ -158,7 +164,12 @@ class RunConfig(_Section):
                     "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
                     "params: {pattern: '<answer>.*?</answer>'}}]. SFT, DPO, KTO learn nothing from them: they "
                     "only score the answers generated at evaluation (eval.generate).",
-        json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES]))
+        json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES], trainer=False))
+
+    @property
+    def spec(self) -> ModeSpec:
+        """The run's mode as the registry defines it."""
+        return mode_spec(self.mode)
 
     @field_validator("max_steps")
     @classmethod
@@ -228,12 +239,12 @@ class RunConfig(_Section):
         if self.max_steps <= 0 or self.packing:
             return None
         per_step = self.per_device_train_batch_size * self.gradient_accumulation_steps * self.world_size
-        rollouts = self.ppo.num_mini_batches if "ppo" in mode_spec(self.mode).sections else 1
+        rollouts = self.ppo.num_mini_batches if "ppo" in self.spec.sections else 1
         return self.max_steps * per_step * rollouts
 
     @model_validator(mode="after")
     def _check_mode_settings(self):
-        sections = mode_spec(self.mode).sections
+        sections = self.spec.sections
         for section in sections:
             getattr(self, section).check(self)
         self._check_quantization()
@@ -255,7 +266,7 @@ class RunConfig(_Section):
         if self.finetuning != "lora":
             raise ValueError("quantization: a 4-bit base is frozen, so only an adapter can train on it; set "
                              "finetuning to lora (QLoRA) or quantization to none")
-        if mode_spec(self.mode).ddp_only:  # its own loop loads policy, reference and value models itself
+        if self.spec.ddp_only:  # its own loop loads policy, reference and value models itself
             raise ValueError(f"quantization: {self.mode} loads its models in the workbench's own training loop, "
                              "which has no 4-bit loading; set quantization to none")
 
@@ -277,7 +288,7 @@ class RunConfig(_Section):
         if e.dataset and e.split > 0:
             raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
                              "set; set eval.split to 0 or clear eval.dataset")
-        if e.generate and mode_spec(self.mode).task == "seq_cls":
+        if e.generate and self.spec.task == "seq_cls":
             raise ValueError(f"eval.generate: a reward model writes no answers (it scores them); its evaluation "
                              "already scores the held-out chosen above rejected (eval_accuracy, eval_margin); turn "
                              "eval.generate off")

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.data.templates import TEMPLATE_NAMES  # plain data
-from backend.modes.registry import (GENERATING_EVAL_MODES, GROUP_MODES, RL_MODES, VLLM_MODES,  # no torch
-                                    mode_spec)
+from backend.core.mode_registry import GENERATING_EVAL_MODES, GROUP_MODES, RL_MODES, VLLM_MODES  # no torch
 
 if TYPE_CHECKING:
     from backend.config.run_config import RunConfig
@@ -224,7 +223,7 @@ class RLSettings(_Section):
                     "from learning (answers cut at the length limit, a source scoring all the same, groups without "
                     "reward spread). stop: a run whose every group has zero reward spread stops at once; warn: "
                     "it only warns; off: no probe.",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", trainer=False))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",
@@ -241,45 +240,49 @@ class RLSettings(_Section):
         description="transformers: generate with the training model (any machine); vllm: generate with vLLM (CUDA "
                     "GPUs, `pip install vllm`), much faster for long completions; vLLM has not yet run on hardware "
                     "in the workbench's own tests.",
-        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases={"use_vllm": "vllm"}))
+        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases={"use_vllm": "vllm"}, trainer=False))
     merged_generation: Literal["auto", "on", "off"] = Field(
         "auto", title="Merged-adapter generation",
         description="Generate with the LoRA adapter folded into the weights: one product per adapted layer instead "
                     "of three, while the update still trains the adapter on untouched weights. auto: where that is "
                     "exact (LoRA dropout 0, no DoRA, no 4-bit base, no FSDP / DeepSpeed); on: also with LoRA "
                     "dropout, which generation then leaves out; off: generate through the adapter.",
-        json_schema_extra=_meta("advanced", modes=list(RL_MODES)))
+        json_schema_extra=_meta("advanced", modes=list(RL_MODES), trainer=False))
     shared_prompts: bool = Field(
         True, title="Read each prompt once",
         description="Generation prefills each distinct prompt once, and the update runs it once for all its "
                     "completions (the same log-probs and gradients up to float rounding; 2-5x less update work "
                     "with short completions). Left out by itself where it would not be exact: dropout while "
                     "training, gradient checkpointing, FSDP / DeepSpeed, Liger. Off: TRL's own path.",
-        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES)))
+        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES), trainer=False))
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", title="vLLM placement",
         description="colocate: vLLM shares each training GPU with the trainer; server: a `trl vllm-serve` process "
                     "on GPUs of its own (rl.vllm_gpus), started and stopped with the run, the run training on the "
-                    "others.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_mode",)))
+                    "others.",
+        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_mode",), trainer=False))
     vllm_gpus: int = Field(1, ge=1, le=64, title="vLLM server GPUs",
                            description="Server mode: GPUs the vLLM server takes (its tensor-parallel size; it must "
                                        "divide the model's attention heads). 1 inference + N training GPUs: 1 here "
-                                       "and N processes.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+                                       "and N processes.",
+                           json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), trainer=False))
     vllm_server_host: str = Field("", max_length=255, title="vLLM server address",
                                   description="Server mode: empty: the run starts the server itself (on machine 0 "
                                               "when there are several; the others reach it at the main machine "
                                               "address). Else the host of a `trl vllm-serve` already running, e.g. "
                                               "on another node; the run then takes no GPUs for it.",
-                                  json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+                                  json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), trainer=False))
     vllm_server_port: int = Field(8000, ge=1, le=65535, title="vLLM server port",
                                   description="Server mode: the server's HTTP port. A server the run starts on one "
                                               "machine takes the next free port from here, so runs side by side do "
-                                              "not clash.", json_schema_extra=_meta("advanced", modes=list(VLLM_MODES)))
+                                              "not clash.",
+                                  json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), trainer=False))
     vllm_gpu_memory_utilization: float = Field(
         0.0, ge=0, le=0.95, title="vLLM GPU memory share",
         description="The share of each vLLM GPU's memory vLLM reserves for weights and KV cache; 0: 0.3 when "
                     "colocated (the trainer needs the rest), 0.9 on a server's own GPUs.",
-        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_gpu_memory_utilization",)))
+        json_schema_extra=_meta("advanced", modes=list(VLLM_MODES), aliases=("vllm_gpu_memory_utilization",),
+                                trainer=False))
 
     @field_validator("vllm_server_host", mode="before")
     @classmethod
@@ -294,7 +297,7 @@ class RLSettings(_Section):
     def _check_vllm(self, run: RunConfig) -> None:
         if self.generation_backend != "vllm":
             return
-        if not mode_spec(run.mode).vllm:
+        if not run.spec.vllm:
             raise ValueError(f"rl.generation_backend: {run.mode} generates in the workbench's own loop, without "
                              f"vLLM ({' / '.join(VLLM_MODES)} can use it); choose transformers")
         if self.vllm_mode == "colocate" and self.vllm_gpus != 1:
@@ -313,7 +316,7 @@ class RLSettings(_Section):
         if self.num_generations < 2 and any(s.type == "diversity" for s in run.reward_sources):
             raise ValueError("rl.num_generations: a diversity source compares the completions of the same prompt, "
                              "so it needs at least 2 per prompt")
-        if not mode_spec(run.mode).groups_completions:
+        if not run.spec.groups_completions:
             return
         if self.num_generations < 2:
             raise ValueError(f"rl.num_generations: {M} compares completions of the same prompt, "
@@ -415,12 +418,12 @@ class PPOSettings(_Section):
         description="separate: a second copy of the model with its own adapter and a value head (stabler, twice "
                     "the memory); shared: a value head on the policy's own backbone (less memory, the value loss "
                     "also trains the policy's adapter).",
-        json_schema_extra=_meta("advanced"))
+        json_schema_extra=_meta("advanced", trainer=False))
     value_init_run: str = Field("", max_length=1000, title="Value model from reward model",
                                 description="Empty: a fresh value head. Or the id of a finished rm run (or a reward "
                                             "model folder) on the same base model to start the value model from "
                                             "(separate value model only).",
-                                json_schema_extra=_meta("advanced"))
+                                json_schema_extra=_meta("advanced", trainer=False))
     missing_eos_penalty: float = Field(0.0, ge=0, le=1000, title="Missing-EOS penalty",
                                        description="Subtracted from the score of completions cut off at the max "
                                                    "completion length; 0 disables it.",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from backend.data.common import FLAG_COLUMNS, MESSAGE_COLUMNS, ROLES, TEXT_COLUMNS, DatasetError, value_kind
 from backend.data.common import rows as count_rows
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 
 if TYPE_CHECKING:
     import datasets

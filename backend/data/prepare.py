@@ -13,7 +13,7 @@ from backend.data.formats import FormatInfo, validate_rows
 from backend.data.mix import check_weights, mix, split_specs
 from backend.data.options import DataOptions, add_system, bound_rows, map_columns, sample
 from backend.data.sources import load
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 from backend.rewards.base import completion_text
 
 if TYPE_CHECKING:

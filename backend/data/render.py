@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 
 if TYPE_CHECKING:
     import datasets

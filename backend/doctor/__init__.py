@@ -11,7 +11,6 @@ import json
 
 from backend.doctor.checks import CHECKS, THRESHOLDS, Diagnosis, Series
 from backend.doctor.texts import NO_SIGNAL, SEVERITY, STALLED, describe
-from backend.modes.registry import mode_spec
 
 __all__ = ["CHECKS", "THRESHOLDS", "Diagnosis", "Series", "describe", "diagnose", "diagnose_run", "series_of",
            "stored_diagnoses", "parse_diagnoses", "with_stall", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
@@ -30,7 +29,7 @@ def diagnose(series: Series, config, ended: bool = False, hints: dict | None = N
     of the whole run (flat reward, gradients never moved) may speak. `hints`: what the reward probe measured
     (reference_max: the longest reference answer's tokens)."""
     found = []
-    for name in mode_spec(config.mode).checks:
+    for name in config.spec.checks:
         try:
             if (d := CHECKS[name](series, config, ended, hints or {})) is not None:
                 found.append(d)

@@ -210,9 +210,7 @@ def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | 
     name, points, first, last = trend
     if last <= _T["kl_runaway"] or last <= 2 * first:
         return None
-    from backend.modes.registry import mode_spec
-
-    own_ppo = "ppo" in mode_spec(config.mode).sections  # its KL coefficient is the PPO section's
+    own_ppo = "ppo" in config.spec.sections  # its KL coefficient is the PPO section's
     field_name = "ppo.kl_coef" if own_ppo else "rl.beta"
     current = config.ppo.kl_coef if own_ppo else config.rl.beta
     suggested = max(0.04, 2 * current)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.doctor.checks import _round_up
-from backend.modes.registry import mode_spec
 
 ROWS_READ = 500  # rows whose tokens are counted (the longest of a bigger set may be missed: advice, not a proof)
 
@@ -31,7 +30,7 @@ class Lengths:
 
 def measure(config, dataset, info, tokenizer) -> Lengths:
     rows = dataset.select(range(min(ROWS_READ, len(dataset))))
-    if mode_spec(config.mode).online_rl:
+    if config.spec.online_rl:
         columns = {s.params.get("column") for s in config.reward_sources if isinstance(s.params.get("column"), str)}
         refs = {c: tuple(len(tokenizer(str(v), add_special_tokens=False)["input_ids"]) for v in rows[c]
                          if v is not None) for c in sorted(columns) if c in dataset.column_names}
@@ -43,7 +42,7 @@ def measure(config, dataset, info, tokenizer) -> Lengths:
 
 def suggestions(config, lengths: Lengths) -> list[Suggestion]:
     """What the data's lengths say of the run's settings."""
-    spec, out = mode_spec(config.mode), []
+    spec, out = config.spec, []
     if spec.online_rl:
         rl = config.rl
         for column, refs in lengths.references.items():

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 
 from backend.doctor.checks import Diagnosis, longer_completions, more_generations
-from backend.modes.registry import mode_spec
 
 MAX_SEQUENCES = 16  # completions one probe samples at most (its time stays bounded on a CPU)
 MAX_PROMPTS = 4
@@ -177,7 +176,7 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
         if s.budget is None and len(s.scores) > 1 and values and max(values) - min(values) <= 1e-12:
             out.append(Diagnosis("probe_constant", "warning", {"n": n, "source": s.name, "value": values[0],
                                                                "truncated": truncated}, {"metric": "probe"}))
-    if mode_spec(config.mode).groups_completions and report.per_prompt > 1:
+    if config.spec.groups_completions and report.per_prompt > 1:
         by_group: dict[int, list[float]] = {}
         for g, t in zip(report.groups, report.totals):
             by_group.setdefault(g, []).append(t)
@@ -215,7 +214,7 @@ def check_rewards(config, workspace, loaded=None) -> ProbeReport:
     must have passed preflight."""
     from backend.data import DataOptions, prepare_dataset
 
-    if not mode_spec(config.mode).online_rl:
+    if not config.spec.online_rl:
         raise ValueError(f"{config.mode} samples no completions: the reward probe is for "
                          "the RL modes")
     dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace, options=DataOptions.of(config))

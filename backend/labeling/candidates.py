@@ -6,7 +6,6 @@ from pathlib import Path
 
 from backend.labeling.records import LabelError
 from backend.models import RUN_PREFIX, ModelError, ModelRef
-from backend.modes.registry import mode_spec
 from backend.runs.store import RunStore
 
 
@@ -43,7 +42,7 @@ def resolve_candidate(store: RunStore, spec: str) -> tuple[str, str | None]:
 
 
 def _refuse_scorer(run, spec: str) -> None:
-    if not mode_spec(run.mode).writes_answers:
+    if not run.config.spec.writes_answers:
         raise LabelError(f"model {spec}: run {run.name} trained a reward model, which scores answers but does not "
                          "write them; choose a DPO, KTO, SFT or RL run")
 
@@ -52,7 +51,7 @@ def adapter_choices(store: RunStore) -> list[tuple[str, str]]:
     """(label, run:<id>) for every run with a saved adapter that writes answers."""
     out = []
     for run in store.list_runs(("completed", "stopped")):
-        if run.adapter_path and mode_spec(run.mode).writes_answers and Path(run.adapter_path).is_dir():
+        if run.adapter_path and run.config.spec.writes_answers and Path(run.adapter_path).is_dir():
             out.append((f"{run.name}: {run.mode} adapter on {run.config.model}", RUN_PREFIX + run.id))
     return out
 

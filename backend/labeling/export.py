@@ -12,7 +12,7 @@ from backend.data import DatasetError, register_source
 from backend.labeling.records import (EXPORT_FORMATS, LABELS_PREFIX, ExportSummary, Label, LabelError, LabelItem,
                                       LabelSession, prompt_text)
 from backend.labeling.sessions import get_session, list_sessions, labels, items
-from backend.modes.registry import mode_spec
+from backend.core.mode_registry import mode_spec
 from backend.runs.store import RunStore
 
 

@@ -208,9 +208,7 @@ def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *
     weight_bits: 4 for QLoRA (the decoder layers' projections stored in 4 bits, embeddings and norms in the
     compute dtype); None takes it from the run's quantization setting.
     """
-    from backend.modes.registry import mode_spec
-
-    spec, c = mode_spec(config.mode), config
+    spec, c = config.spec, config
     if weight_bits is None and c.quantization == "4bit":
         weight_bits = 4
     precision = _precision(c.precision, device)
@@ -323,13 +321,11 @@ def disk_need(config: RunConfig, shape: ModelShape, tokenizer_bytes: int = 0) ->
     weights and AdamW's two moments, all float32: ≈ 3 × trainable × 4 bytes; PPO's also its value model's, and a
     second copy of both in its resume file. While a save rotates, one more checkpoint exists for a moment: not
     counted, the estimate refuses only what cannot fit."""
-    from backend.modes.registry import mode_spec
-
     c = config
     lora = c.finetuning == "lora"
     trainable = shape.lora_parameters(c.lora.r, c.lora.target_modules) if lora else shape.parameters
     copies = 3  # weights + two moments
-    if "ppo" in mode_spec(c.mode).sections:
+    if "ppo" in c.spec.sections:
         value = shape.hidden_size + 1  # the score head; the separate model's LoRA (or backbone) besides
         if c.ppo.value_model == "separate":
             value += trainable

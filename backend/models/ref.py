@@ -19,7 +19,6 @@ from typing import Literal
 
 from backend.models.specs import (EMBEDDED_MODEL, TRAINED_ON, ModelError, Progress, check_model, looks_like_path,
                                    resolve_model)
-from backend.modes.registry import mode_spec
 from backend.runs.store import RUN_PREFIX, Run, RunStore, is_run_id
 
 CARD = "README.md"
@@ -59,7 +58,7 @@ def saved_model(store: RunStore, run_id: str, step: int | None = None) -> RunArt
     except KeyError:
         raise ModelError(f"no run with id '{run_id}' in the workspace {store.workspace} "
                          "(`launch.py runs` lists them)", "no_run", run_id) from None
-    task = mode_spec(run.mode).task
+    task = run.config.spec.task
     if step is not None:  # a checkpoint is complete once written, even while the run goes on
         folder = store.run_dir(run.id) / "checkpoints" / f"checkpoint-{step}"
         found = _saved_in(folder, run, task, store.workspace)

@@ -2,7 +2,7 @@
 
 With LoRA there is no second model: the reference is the same weights with the adapter switched off.
 """
-from trl import DPOConfig, DPOTrainer
+from trl import DPOTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
@@ -10,7 +10,7 @@ from backend.modes.training import TrainContext, lora_config, model_kwargs, trai
 
 def build_trainer(ctx: TrainContext) -> DPOTrainer:
     c = ctx.config
-    args = trainer_args(ctx, DPOConfig, max_length=c.max_length, beta=c.dpo.beta, loss_type=[c.dpo.loss_type])
+    args = trainer_args(ctx)
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return DPOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,

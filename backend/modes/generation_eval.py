@@ -15,7 +15,6 @@ import time
 
 from transformers import TrainerCallback
 
-from backend.modes.registry import mode_spec
 from backend.modes.training import TrainContext
 
 ROUGE_KEY = "eval_rouge_l"
@@ -27,7 +26,7 @@ class GenerationEval(TrainerCallback):
         from backend.evals.spec import Generation
 
         c = ctx.config
-        e, self.online = c.eval, mode_spec(c.mode).online_rl
+        e, self.online = c.eval, c.spec.online_rl
         rows = ctx.eval_dataset.select(range(min(e.limit, len(ctx.eval_dataset)))) if e.limit else ctx.eval_dataset
         self.ctx, self.tokenizer, self.policy = ctx, tokenizer, policy  # policy(model): what generates
         found = generation_rows(rows, c.mode)
@@ -120,7 +119,7 @@ def _mean(xs) -> float | None:
 def add_generation_eval(trainer, ctx: TrainContext) -> None:
     """The callback on `trainer` when the run generates at evaluation; the policy is the trainer's own (PPO's
     trainer trains policy and value model as one module), unwrapped from DDP."""
-    if ctx.eval_dataset is None or not (mode_spec(ctx.config.mode).online_rl or ctx.config.eval.generate):
+    if ctx.eval_dataset is None or not (ctx.config.spec.online_rl or ctx.config.eval.generate):
         return
 
     def policy(model):

@@ -3,19 +3,19 @@ them with the run's reward sources and pushes up the ones that beat their group'
 
 Generation runs through transformers' generate, so it works on a CPU (slowly: it dominates the step).
 """
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.fast_generation import fast_generation
 from backend.modes.rl_common import reward_functions, rl_args
-from backend.modes.step_timing import timed
+from backend.core.step_timing import timed
 from backend.modes.training import TrainContext, lora_config, model_kwargs
 
 
 def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     c = ctx.config
     reward_funcs, weights, callbacks = reward_functions(ctx)
-    args = rl_args(ctx, GRPOConfig, weights, loss_type=c.rl.loss_type)
+    args = rl_args(ctx, weights)
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     trainer_cls = timed(fast_generation(GRPOTrainer, c, ctx.is_main))

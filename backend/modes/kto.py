@@ -3,7 +3,7 @@
 Unlike DPO it needs no pairs, only a thumbs up or down per answer. With LoRA the reference is the model
 with the adapter switched off.
 """
-from trl import KTOConfig, KTOTrainer
+from trl import KTOTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
@@ -11,8 +11,7 @@ from backend.modes.training import TrainContext, lora_config, model_kwargs, trai
 
 def build_trainer(ctx: TrainContext) -> KTOTrainer:
     c = ctx.config
-    args = trainer_args(ctx, KTOConfig, max_length=c.max_length, beta=c.kto.beta, loss_type=c.kto.loss_type,
-                        desirable_weight=c.kto.desirable_weight, undesirable_weight=c.kto.undesirable_weight)
+    args = trainer_args(ctx)
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return KTOTrainer(model=model, ref_model=None, args=args, train_dataset=ctx.dataset,

@@ -7,7 +7,7 @@ from transformers import set_seed
 from backend.models import load_causal_lm
 from backend.modes.fast_generation import said
 from backend.modes.rl_common import reward_functions
-from backend.ppo.trainer import PPOConfig, PPOTrainer
+from backend.ppo.trainer import PPOTrainer
 from backend.ppo.value import build_value_model
 from backend.modes.training import TrainContext, lora_config, model_dtype, trainer_args
 
@@ -23,12 +23,9 @@ def value_init_location(ctx: TrainContext) -> str:
 
 
 def build_trainer(ctx: TrainContext) -> PPOTrainer:
-    c, p, rl = ctx.config, ctx.config.ppo, ctx.config.rl
+    c, p = ctx.config, ctx.config.ppo
     reward_funcs, weights, callbacks = reward_functions(ctx)
-    args = trainer_args(ctx, PPOConfig, num_generations=rl.num_generations,
-                        max_completion_length=rl.max_completion_length, max_prompt_length=c.max_length,
-                        temperature=rl.temperature, top_p=rl.top_p, reward_weights=weights,
-                        **p.model_dump(exclude={"value_model", "value_init_run"}))
+    args = trainer_args(ctx, reward_weights=weights)
     tokenizer = ctx.tokenizer()
     dtype = model_dtype(c)
     set_seed(c.seed)  # the LoRA and value-head initialisations are random

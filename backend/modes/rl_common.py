@@ -20,15 +20,12 @@ SAMPLES_PER_LOG = 8
 _PROMPT_CHARS = 2000
 
 
-def rl_args(ctx: TrainContext, args_cls, reward_weights: list[float], **mode_kwargs):
-    """The trainer arguments of an online RL mode: the schema's `rl` section on top of the common ones."""
+def rl_args(ctx: TrainContext, reward_weights: list[float]):
+    """The trainer arguments of a TRL online RL mode: its reward weights and generation backend besides the
+    schema's settings (the `rl` section's among them)."""
     from backend.runs.gpus import vllm_trainer_args
 
-    rl = ctx.config.rl
-    return trainer_args(ctx, args_cls, num_generations=rl.num_generations,
-                        max_completion_length=rl.max_completion_length, temperature=rl.temperature,
-                        top_p=rl.top_p, beta=rl.beta, reward_weights=reward_weights, log_completions=False,
-                        **vllm_trainer_args(ctx.config), **mode_kwargs)
+    return trainer_args(ctx, reward_weights=reward_weights, log_completions=False, **vllm_trainer_args(ctx.config))
 
 
 def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:

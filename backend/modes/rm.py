@@ -5,7 +5,7 @@ the saved adapter is a complete reward model: `backend.models.load_reward_model`
 (model, tokenizer).
 """
 from transformers import set_seed
-from trl import RewardConfig, RewardTrainer
+from trl import RewardTrainer
 
 from backend.models import load_sequence_classifier
 from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
@@ -13,7 +13,7 @@ from backend.modes.training import TrainContext, lora_config, model_kwargs, trai
 
 def build_trainer(ctx: TrainContext) -> RewardTrainer:
     c = ctx.config
-    args = trainer_args(ctx, RewardConfig, max_length=c.max_length)
+    args = trainer_args(ctx)
     tokenizer = ctx.tokenizer()
     set_seed(c.seed)  # the score head is initialised at random when the model loads
     model = load_sequence_classifier(ctx.model_path, tokenizer, **model_kwargs(c))

@@ -1,5 +1,5 @@
 """Supervised fine-tuning: TRL's SFTTrainer on messages, prompt+completion or text."""
-from trl import SFTConfig, SFTTrainer
+from trl import SFTTrainer
 
 from backend.models import load_causal_lm
 from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
@@ -7,8 +7,7 @@ from backend.modes.training import TrainContext, lora_config, model_kwargs, trai
 
 def build_trainer(ctx: TrainContext) -> SFTTrainer:
     c = ctx.config
-    args = trainer_args(ctx, SFTConfig, max_length=c.max_length, packing=c.packing, padding_free=c.padding_free,
-                        train_sampling_strategy="group_by_length" if c.group_by_length else "random")
+    args = trainer_args(ctx, train_sampling_strategy="group_by_length" if c.group_by_length else "random")
     tokenizer = ctx.tokenizer()
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     return SFTTrainer(model=model, args=args, train_dataset=ctx.dataset, eval_dataset=ctx.eval_dataset,

@@ -1,6 +1,8 @@
 """Plumbing shared by every mode: the run's context, trainer arguments, LoRA, and the store callback."""
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import time
 from dataclasses import dataclass
@@ -11,8 +13,9 @@ from transformers import TrainerCallback
 
 from backend import reporting
 from backend.config import RunConfig
+from backend.config.build import get_path, trainer_settings
 from backend.config.run_config import AUTO_SAVE_RATIO
-from backend.modes.registry import mode_spec
+from backend.core.mode_registry import mode_spec
 from backend.runs.store import RunStore
 
 
@@ -79,29 +82,42 @@ def model_kwargs(config: RunConfig) -> dict:
     return kwargs
 
 
-def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
-    """Build a TRL/transformers args object from the schema; `mode_kwargs` adds the mode's own fields."""
+def args_class(mode: str) -> type:
+    """The config dataclass of `mode`'s trainer (its registry entry's `args_class`)."""
+    module, _, name = mode_spec(mode).args_class.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def schema_args(config: RunConfig, args_cls: type) -> dict:
+    """The run config's settings that `args_cls` has a field for, under TRL's name (config.build.trainer_settings
+    lists them); a setting the schema hands over and TRL lacks is an error (tests/unit/test_trainer_args.py)."""
+    fields = {f.name: f for f in dataclasses.fields(args_cls)}
+    out = {}
+    for path, names in trainer_settings(config.mode):
+        name = next((n for n in names if n in fields), None)
+        if name is None:
+            raise TypeError(f"setting {path}: {args_cls.__name__} has no field {' or '.join(names)}")
+        value = get_path(config, path)
+        out[name] = [value] if _takes_list(fields[name]) and not isinstance(value, list) else value
+    return out
+
+
+def _takes_list(f: dataclasses.Field) -> bool:
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return isinstance(default, list) or str(f.type).lower().startswith("list")
+
+
+def trainer_args(ctx: TrainContext, **mode_kwargs):
+    """The mode's trainer arguments: every schema setting TRL names (schema_args), then what the workbench sets
+    or converts itself; `mode_kwargs` adds the mode's own conversions."""
     c = ctx.config
+    args_cls = args_class(c.mode)
     precision = resolved_precision(c)
-    return args_cls(
+    return args_cls(**(schema_args(c, args_cls) | dict(
         output_dir=str(ctx.output_dir),
-        learning_rate=c.learning_rate,
-        max_steps=c.max_steps,
-        num_train_epochs=c.num_train_epochs,
-        per_device_train_batch_size=c.per_device_train_batch_size,
-        gradient_accumulation_steps=c.gradient_accumulation_steps,
-        seed=c.seed,
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         use_cpu=not torch.cuda.is_available(),
-        gradient_checkpointing=c.gradient_checkpointing,
-        use_liger_kernel=c.use_liger_kernel,
-        lr_scheduler_type=c.lr_scheduler_type,
-        warmup_steps=c.warmup_steps,
-        weight_decay=c.weight_decay,
-        max_grad_norm=c.max_grad_norm,
-        auto_find_batch_size=c.auto_find_batch_size,
-        logging_steps=c.logging_steps,
         logging_first_step=True,
         save_strategy="steps" if c.save_steps else "no",
         save_steps=AUTO_SAVE_RATIO if c.save_steps == -1 else c.save_steps or 500,  # <1: a ratio of the run
@@ -112,12 +128,12 @@ def trainer_args(ctx: TrainContext, args_cls, **mode_kwargs):
         **reporting.trainer_settings(c.report_to, ctx.run_id, c.name, ctx.run_dir, ctx.store.workspace),
         **eval_settings(ctx),
         **mode_kwargs,
-    )
+    )))
 
 
 def eval_settings(ctx: TrainContext) -> dict:
     """Evaluation every `eval.steps` steps; 0 leaves it to `evaluate_at_end`."""
-    if ctx.eval_dataset is None or mode_spec(ctx.config.mode).online_rl:  # RL: generation_eval.GenerationEval instead
+    if ctx.eval_dataset is None or ctx.config.spec.online_rl:  # RL: generation_eval.GenerationEval instead
         return {}
     e = ctx.config.eval
     return {"eval_strategy": "steps" if e.steps else "no", "eval_steps": e.steps or None,
@@ -128,7 +144,7 @@ def evaluate_at_end(trainer, ctx: TrainContext, stopped: bool) -> None:
     """A finished run is always evaluated on its last step (unless the interval has just done it); a stopped
     one is not, so that a stop stays quick. Every rank calls this: evaluation is a collective."""
     every, step = ctx.config.eval.steps, trainer.state.global_step
-    if ctx.eval_dataset is None or stopped or (every and step % every == 0) or mode_spec(ctx.config.mode).online_rl:
+    if ctx.eval_dataset is None or stopped or (every and step % every == 0) or ctx.config.spec.online_rl:
         return
     trainer.evaluate()
 
@@ -222,16 +238,16 @@ class WallClockSave(TrainerCallback):
     """A checkpoint every `minutes` of wall time since the last one, beside save_steps' (save_minutes). Rank 0's
     clock decides for every rank: saving is collective, and the ranks' clocks differ."""
 
-    def __init__(self, minutes: float):
-        self.every_s = minutes * 60
-        self.last = time.monotonic()
+    def __init__(self, minutes: float, clock=time.monotonic):
+        self.every_s, self.clock = minutes * 60, clock
+        self.last = clock()
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.last = time.monotonic()
+        self.last = self.clock()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if _broadcast_flag(time.monotonic() - self.last >= self.every_s):
+        if _broadcast_flag(self.clock() - self.last >= self.every_s):
             control.should_save = True
 
     def on_save(self, args, state, control, **kwargs):
-        self.last = time.monotonic()
+        self.last = self.clock()

@@ -47,7 +47,7 @@ from transformers.trainer_utils import TrainOutput, speed_metrics
 
 from backend.models.shared_prefill import generate_sharing_prompts
 from backend.modes.fast_generation import merged_if
-from backend.modes.step_timing import PhaseTimer
+from backend.core.step_timing import PhaseTimer
 from backend.ppo import checkpoint, core
 from backend.ppo.value import SharedValueHead, decoder_and_head, hidden_states
 

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 from backend.models import ModelError, ModelRef, cached_model, default_device, is_hub_id, load_model, run_part
-from backend.modes.registry import mode_spec
 from backend.rewards.base import RewardFunction, RewardSourceError, as_messages, is_conversation
 
 FINISHED = ("completed", "stopped")  # both saved their adapter
@@ -47,7 +46,7 @@ def locate_reward_model(spec: str, workspace: Path, label: str = "") -> str:
 
 
 def _check_rm_run(run) -> None:
-    if mode_spec(run.mode).task != "seq_cls":
+    if run.config.spec.task != "seq_cls":
         raise RewardSourceError(f"run '{run.id}' is a {run.mode} run, not a reward-model (rm) "
                                 "run")
     if run.status not in FINISHED:

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from backend.config import RunConfig
-from backend.modes.registry import mode_spec, modes_where
+from backend.core.mode_registry import modes_where
 from backend.runs import gpus
 
 # FSDP2 wraps each decoder layer, and gathers a full state dict so the adapter saves as a plain PEFT folder.
@@ -65,7 +65,7 @@ def check(config: RunConfig, workspace: Path) -> list[str]:
     if d.strategy == "deepspeed" and not gpus.machine().has("deepspeed"):
         errors.append("distributed.strategy: DeepSpeed is not installed in this environment; "
                       "`pip install deepspeed` (on the GPU machines), or choose fsdp or ddp")
-    if d.strategy != "ddp" and mode_spec(config.mode).ddp_only:
+    if d.strategy != "ddp" and config.spec.ddp_only:
         others = " / ".join(modes_where(online_rl=True, ddp_only=False))
         errors.append(f"distributed.strategy: {config.mode} runs the workbench's own training loop, which shards "
                       f"with ddp only; choose ddp (or train with {others} under {d.strategy})")

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from backend.config import RunConfig
 from backend.core.procs import REPO_ROOT
-from backend.modes.registry import mode_spec
 
 # import name → pip name, of the optional packages the GPU settings need
 GPU_PACKAGES = {"vllm": "vllm", "bitsandbytes": "bitsandbytes", "liger_kernel": "liger-kernel",
@@ -82,7 +81,7 @@ def memory_here(here: Machine | None = None) -> tuple[str, list[int]]:
 # ---- what a run needs ----
 
 def uses_vllm(config: RunConfig) -> bool:
-    return mode_spec(config.mode).vllm and config.rl.generation_backend == "vllm"
+    return config.spec.vllm and config.rl.generation_backend == "vllm"
 
 
 def serves_here(config: RunConfig) -> bool:

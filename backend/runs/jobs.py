@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from backend.config import ConfigError, RunConfig
 from backend.core.procs import (REPO_ROOT, Heartbeat, is_dead, job_args, kill_groups, pid_alive, processes_of,
                                 spawn_detached)
-from backend.modes.registry import mode_spec
 from backend.runs import gpus
 from backend.runs.deaths import oom_kills
 from backend.runs.logs import collapse_repeats, log_path
@@ -83,7 +82,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         dataset = None
         errors.append(f"dataset: {e}")
     else:
-        if config.reward_sources and mode_spec(config.mode).online_rl:
+        if config.reward_sources and config.spec.online_rl:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
@@ -92,14 +91,14 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     except DatasetError as err:
         eval_dataset = None
         errors.append(f"{'eval.dataset' if e.dataset else 'eval.split'}: {err}")
-    if e.generate and eval_dataset is not None and not mode_spec(config.mode).online_rl:
+    if e.generate and eval_dataset is not None and not config.spec.online_rl:
         try:  # sft / dpo / kto score only what they generate at evaluation: the sources read those rows
             rows = generation_rows(eval_dataset, config.mode)
         except DatasetError as err:
             errors.append(f"eval.generate: {err}")
         else:
             errors += validate_sources(config.reward_sources, ["prompt", *rows.columns], workspace)
-    if "ppo" in mode_spec(config.mode).sections and config.ppo.value_init_run:
+    if "ppo" in config.spec.sections and config.ppo.value_init_run:
         from backend.rewards import RewardSourceError
         from backend.rewards.model import locate_reward_model
 

@@ -88,11 +88,10 @@ def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
     run stops before its first step (every probe group without reward spread, rl.probe: stop), else None; every
     rank gets the same answer."""
     from backend.doctor.live import log_lines
-    from backend.modes.registry import mode_spec
     from backend.modes.training import _broadcast_flag
 
     config = ctx.config
-    if not mode_spec(config.mode).online_rl or config.rl.probe == "off":
+    if not config.spec.online_rl or config.rl.probe == "off":
         return None
     why = None
     if is_main:
@@ -245,7 +244,7 @@ def warm(workspace: str) -> int:
     from accelerate.commands import launch  # noqa: F401 - its environment is computed here
 
     from backend.modes import generation_eval, mode_module, training  # noqa: F401
-    from backend.modes.registry import MODES
+    from backend.core.mode_registry import MODES
 
     for mode in MODES:
         mode_module(mode)

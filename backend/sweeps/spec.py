@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from backend.config import (ConfigError, RunConfig, apply_overrides, build_config, choices, field_paths,
                             read_yaml_mapping, set_path)
 from backend.core.procs import REPO_ROOT
-from backend.modes.registry import mode_spec
 
 KINDS = ("float", "log_float", "int", "categorical")
 REDUCTIONS = ("last", "mean_last", "best")
@@ -176,7 +175,7 @@ def _param_errors(i: int, p: SearchParam, base: dict, mode: str) -> list[str]:
 
 def objective_metrics(config: RunConfig) -> list[str]:
     """Metric names a run of this config logs (those a sweep may optimise)."""
-    spec = mode_spec(config.mode)
+    spec = config.spec
     names = [*COMMON_METRICS, *spec.metrics]
     if config.eval.enabled and not spec.online_rl:  # the trainer's own metrics on the evaluation set
         names += [f"eval_{n}" for n in ("loss", *spec.metrics)]

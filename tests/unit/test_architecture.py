@@ -54,7 +54,7 @@ def test_the_process_toolkit_imports_no_domain():
 
 
 def test_the_mode_registry_is_plain_data():
-    assert not _offenders("backend.modes.registry", lambda t: t.startswith("backend.") or t in ("torch", "trl"))
+    assert not _offenders("backend.core.mode_registry", lambda t: t.startswith("backend.") or t in ("torch", "trl"))
 
 
 def test_no_import_cycles():

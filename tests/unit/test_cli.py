@@ -1,6 +1,5 @@
-"""The command line as the README documents it: every command shown there is one the parser takes, the parser
-has no command the README leaves out, and the headless commands start without gradio."""
-import argparse
+"""The command line as README.md and docs/*.md document it: every command shown there is one the parser takes,
+the parser has no command they leave out, and the headless commands start without gradio."""
 import re
 import subprocess
 import sys
@@ -9,18 +8,16 @@ from pathlib import Path
 import pytest
 
 import launch
+from cli.common import subcommands
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def subcommands(parser: argparse.ArgumentParser) -> dict:
-    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
 
 
 def documented_commands() -> set[tuple[str, ...]]:
     """`launch.py labels export ...` -> ("labels", "export"); `sweep list|show` names both."""
     parser = launch.build_parser()
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    blocks = [b for page in pages for b in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)]
     found = set()
     for words in re.findall(r"launch\.py((?: [a-z][a-z|-]*)*)", "\n".join(blocks)):
         words = words.split()
@@ -43,7 +40,7 @@ def parser_commands() -> set[tuple[str, ...]]:
     return commands
 
 
-def test_the_readme_documents_exactly_the_commands_the_parser_has():
+def test_the_docs_document_exactly_the_commands_the_parser_has():
     assert documented_commands() == parser_commands()
     assert {("train",), ("sweep", "resume"), ("labels", "export"), ("ui",), ("metrics",)} <= documented_commands()
 

@@ -40,7 +40,7 @@ def test_unknown_settings_suggest_the_right_name():
 
 
 def test_every_mode_of_the_schema_has_a_module_and_unknown_modes_are_refused():
-    from backend.modes.registry import ALL_MODES
+    from backend.core.mode_registry import ALL_MODES
     from backend.modes import available_modes, mode_module
 
     assert set(available_modes()) == set(ALL_MODES)

@@ -10,7 +10,7 @@ from fake_hub import silent_hub  # noqa: F401 (fixture)
 
 from backend.data import (BUILTIN_DATASETS, DatasetError, FormatInfo, detect_format, load_dataset_spec,
                           prepare_dataset, preview, save_upload, validate_rows)
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 
 CHAT = [{"role": "user", "content": "Hi?"}, {"role": "assistant", "content": "Hello!"}]
 ROWS = {

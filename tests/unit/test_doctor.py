@@ -9,7 +9,7 @@ from backend.doctor import (CHECKS, NO_SIGNAL_VERDICT, describe, diagnose, diagn
                             status_words, stored_diagnoses, to_json, verdict_of)
 from backend.doctor.checks import Diagnosis
 from backend.doctor.texts import LANGS, TEXTS
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 from backend.runs.stall import stall_reason
 from backend.runs.store import RunStore
 

@@ -123,7 +123,6 @@ def test_trl_names_select_the_settings():
 
 def test_memory_savers_reach_peft_transformers_and_bitsandbytes(tmp_path):
     import torch
-    from transformers import TrainingArguments
 
     from backend.modes.training import TrainContext, lora_config, model_kwargs, trainer_args
 
@@ -138,19 +137,17 @@ def test_memory_savers_reach_peft_transformers_and_bitsandbytes(tmp_path):
     assert "quantization_config" not in model_kwargs(build_config({}))
     ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
                        dataset=None)
-    assert trainer_args(ctx, TrainingArguments).use_liger_kernel
+    assert trainer_args(ctx).use_liger_kernel
 
 
 def test_vllm_settings_become_grpo_config_fields(tmp_path):
-    from trl import GRPOConfig
-
     from backend.modes.rl_common import rl_args
     from backend.modes.training import TrainContext
 
     def args(config, env=None):
         ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
                            dataset=None)
-        return gpus.vllm_trainer_args(config, env or {}), rl_args(ctx, GRPOConfig, [1.0])
+        return gpus.vllm_trainer_args(config, env or {}), rl_args(ctx, [1.0])
 
     fields, built = args(grpo(rl={"generation_backend": "vllm"}))
     assert fields == {"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 1,

@@ -109,4 +109,5 @@ def test_start_reports_a_bad_prompt_source_in_the_message_only(store, page):
     values = {c: c.value for c in f.inputs} | {ui.view: LabelView(), ui.annotator: "ann", f.source: "upload",
                                                f.upload: None}
     out = call(label_tab.on_start, values)
-    assert set(out) == {f.message} and "upload a prompt file first" in out[f.message]
+    assert set(out) == {f.message, ui.started} and "upload a prompt file first" in out[f.message]
+    assert out[ui.started] is None  # nothing to show: the view is left as it was

@@ -8,7 +8,7 @@ import pytest
 
 from backend.config import RunConfig, build_config, choices, field_info
 from backend.modes import mode_module
-from backend.modes.registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, ModeSpec, mode_spec, modes_where
+from backend.core.mode_registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, ModeSpec, mode_spec, modes_where
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,5 +84,5 @@ def _literal_mode_checks(path: Path) -> list[str]:
 def test_no_module_tests_mode_names():
     files = [p for d in ("backend", "app", "cli") if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*.py")]
     files += [ROOT / "launch.py"]
-    found = [hit for p in files if p != ROOT / "backend/modes/registry.py" for hit in _literal_mode_checks(p)]
-    assert not found, "ask the mode registry (backend/modes/registry.py) instead: " + ", ".join(found)
+    found = [hit for p in files if p != ROOT / "backend/core/mode_registry.py" for hit in _literal_mode_checks(p)]
+    assert not found, "ask the mode registry (backend/core/mode_registry.py) instead: " + ", ".join(found)

@@ -120,7 +120,7 @@ def test_the_reward_is_drawn_on_its_costs_chart_on_a_right_hand_axis():
 
 def test_a_run_leads_with_its_modes_charts_folds_the_rest_by_prefix_and_lists_the_flat_ones():
     from app.plots import GROUP_SLOTS, STEP_TIME, chart_layout, flat_text
-    from backend.modes.registry import mode_spec
+    from backend.core.mode_registry import mode_spec
 
     logged = {"loss": [1, 0.8], "reward": [0.1, 0.5], "rewards/len/mean": [0.1, 0.3], "rewards/len/std": [0.1, 0.2],
               "kl": [0.0, 0.02], "clip_ratio/low_mean": [0, 0], "clip_ratio/high_mean": [0, 0],

@@ -295,11 +295,13 @@ def test_a_checkpoint_is_asked_for_once_the_wall_time_since_the_last_has_passed(
 
     from backend.modes.training import WallClockSave
 
-    save, control = WallClockSave(minutes=0.001), TrainerControl()  # 60 ms
+    now = [1000.0]
+    save, control = WallClockSave(minutes=1, clock=lambda: now[0]), TrainerControl()
     save.on_train_begin(None, None, control)
+    now[0] += 59.9
     save.on_step_end(None, None, control)
     assert not control.should_save
-    time.sleep(0.07)
+    now[0] += 0.1
     save.on_step_end(None, None, control)
     assert control.should_save
     control.should_save = False

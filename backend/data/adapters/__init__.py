@@ -20,7 +20,7 @@ from backend.data.adapters.sharegpt import LLAMAFACTORY_KTO, SHAREGPT, SHAREGPT_
 from backend.data.adapters.table import Adapter, Table
 from backend.data.common import FLAG_COLUMNS, PASSED_COLUMNS, DatasetError, short
 from backend.data.formats import FormatInfo, detect_format
-from backend.modes.registry import MODES
+from backend.core.mode_registry import MODES
 
 if TYPE_CHECKING:
     import datasets

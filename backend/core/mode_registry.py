@@ -30,6 +30,7 @@ class ModeSpec:
     name: str
     title: str
     module: str  # defines build_trainer(ctx)
+    args_class: str  # its trainer's config dataclass ("module:Class"); the schema's settings of that name reach it
     formats: tuple[Format, ...]  # dataset formats it trains on, first match wins
     metrics: tuple[str, ...]  # what its trainer logs besides loss, grad_norm and learning_rate (TRL 1.16 names)
     sections: tuple[str, ...] = ()  # run-config sections it reads; each section's check() runs for it
@@ -59,43 +60,43 @@ class ModeSpec:
 
 
 MODES: dict[str, ModeSpec] = {m.name: m for m in (
-    ModeSpec("sft", "supervised fine-tuning", "backend.modes.sft",
+    ModeSpec("sft", "supervised fine-tuning", "backend.modes.sft", "trl:SFTConfig",
              formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion")),
                       ("text", ("text",))),
              metrics=("entropy", "mean_token_accuracy", "num_tokens"),
              evaluable=True, keeps_extra_columns=False, label_format="sft", answer_column="completion",
              charts=(*_FIT_CHARTS, "mean_token_accuracy", "eval_mean_token_accuracy", "eval_rouge_l",
                      "learning_rate")),
-    ModeSpec("rm", "reward modelling", "backend.modes.rm",
+    ModeSpec("rm", "reward modelling", "backend.modes.rm", "trl:RewardConfig",
              formats=(("preference", ("chosen", "rejected")),),
              metrics=("accuracy", "margin", "mean_reward"),
              evaluable=True, task="seq_cls",
              charts=(*_FIT_CHARTS, "accuracy", "eval_accuracy", "margin", "eval_margin", "learning_rate")),
-    ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", formats=_PREFERENCE,
+    ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", "trl:DPOConfig", formats=_PREFERENCE,
              metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
                       "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
              sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True, reference_model=True,
              charts=(*_FIT_CHARTS, "rewards/accuracies", "eval_rewards/accuracies", "rewards/margins", "eval_rouge_l",
                      "eval_reward", "learning_rate")),
-    ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto",
+    ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto", "trl:KTOConfig",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
              sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
              reference_model=True, charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
                      "learning_rate")),
-    ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", formats=_PROMPT_ONLY,
+    ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", "backend.ppo.trainer:PPOConfig", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
                       "completions/mean_length"),
              sections=("rl", "ppo", "constraint"), online_rl=True, ddp_only=True, reference_model=True,
              checks=_RL_CHECKS,
              charts=(*_RL_CHARTS, "objective/kl", "completions/mean_length", "policy/entropy", "loss/value")),
-    ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", formats=_PROMPT_ONLY,
+    ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", "trl:GRPOConfig", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
              vllm=True, fused_logits=True, reference_model=True, checks=_GROUP_CHECKS,
              charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
-    ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", formats=_PROMPT_ONLY,
+    ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", "trl:RLOOConfig", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
              vllm=True, reference_model=True, checks=_GROUP_CHECKS,
              charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),

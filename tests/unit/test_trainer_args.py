@@ -1,0 +1,59 @@
+"""Trainer arguments come from the schema by TRL's names: a setting reaches its trainer's config dataclass without
+a second list, and a setting the schema hands over that TRL lacks is caught here."""
+import dataclasses
+
+import pytest
+
+from backend.config import build_config
+from backend.config.build import field_paths, trainer_settings
+from backend.core.mode_registry import MODES
+from backend.modes.training import TrainContext, args_class, schema_args, trainer_args
+from backend.runs.store import RunStore
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_setting_a_mode_reads_is_a_trainer_field_or_marked_as_the_workbench_own(mode):
+    fields = {f.name for f in dataclasses.fields(args_class(mode))}
+    missing = [(path, names) for path, names in trainer_settings(mode) if not set(names) & fields]
+    assert not missing, f"{mode}: TRL's {args_class(mode).__name__} has no field for {missing} (mark the setting " \
+                        "trainer=False if the workbench uses it itself)"
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_mode_hands_its_section_to_its_trainer(mode, tmp_path):
+    changed = {"sft": {"packing": True, "max_length": 300}, "rm": {"max_length": 300},
+               "dpo": {"dpo": {"beta": 0.3, "loss_type": "ipo"}},
+               "kto": {"kto": {"beta": 0.2, "desirable_weight": 1.5, "loss_type": "apo_zero_unpaired"}},
+               "grpo": {"rl": {"beta": 0.04, "loss_type": "grpo", "temperature": 0.7}},
+               "rloo": {"rl": {"num_generations": 4, "top_p": 0.9}, "per_device_train_batch_size": 4},
+               "ppo": {"ppo": {"kl_coef": 0.2, "num_ppo_epochs": 2}, "rl": {"max_completion_length": 32}}}[mode]
+    sources = [{"type": "length", "params": {"target": 10}}] if MODES[mode].online_rl else []
+    config = build_config({"mode": mode, "dataset": "demo-sft-instructions" if mode == "sft" else "x.jsonl",
+                           "learning_rate": 3e-5, "weight_decay": 0.01, "reward_sources": sources, **changed})
+    ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
+                       dataset=None)
+    args = trainer_args(ctx, reward_weights=[1.0]) if MODES[mode].online_rl else trainer_args(ctx)
+    assert isinstance(args, args_class(mode))
+    assert (args.learning_rate, args.weight_decay) == (3e-5, 0.01)
+    for section, values in changed.items():
+        for key, value in (values.items() if isinstance(values, dict) else [(section, values)]):
+            got = getattr(args, key)
+            assert got == value or got == [value], (mode, key, got)
+    handed = schema_args(config, args_class(mode))
+    assert "name" not in handed and "reward_sources" not in handed  # the workbench's own settings stay here
+    assert not any(path.startswith(("constraint.", "lora.", "data.", "eval.")) for path, _ in trainer_settings(mode))
+
+
+def test_a_setting_trl_lacks_is_named(monkeypatch):
+    import backend.modes.training as training
+
+    monkeypatch.setattr(training, "trainer_settings", lambda mode: [("rl.epsilon_shift", ("epsilon_shift",))])
+    with pytest.raises(TypeError, match=r"rl.epsilon_shift: GRPOConfig has no field epsilon_shift"):
+        schema_args(build_config({"mode": "grpo", "dataset": "x.jsonl",
+                                  "reward_sources": [{"type": "length", "params": {"target": 10}}]}),
+                    args_class("grpo"))
+
+
+def test_only_known_settings_are_marked():
+    known = {p for p, _ in field_paths()}
+    assert all(p in known for m in MODES for p, _ in trainer_settings(m))
