@@ -26,6 +26,7 @@ from app.view_state import SentValues
 from app.tab_polls import TabPolls
 from backend import evals, reporting
 from backend.runs import jobs
+from backend.runs.logs import log_tail as read_log_tail
 from backend.config import to_yaml
 from backend.core.mode_registry import RL_MODES
 from backend.rewards import cost_budgets
@@ -254,7 +255,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
             out[progress] = html
         # an ended run's log is final once its supervisor has written the last lines (a few seconds)
         settled = not run.active and run.finished_at and now - run.finished_at > LOG_SETTLE_S
-        tail = v.shown["log"] if settled and "log" in v.shown else jobs.log_tail(store, run.id, LOG_LINES)
+        tail = v.shown["log"] if settled and "log" in v.shown else read_log_tail(store, run.id, LOG_LINES)
         if v.changed("log_lang", (tail, lang)):  # "log" keeps the tail itself (read back once settled)
             v.changed("log", tail)
             out[log_tail] = log_html(tail, lang)

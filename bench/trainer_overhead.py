@@ -176,7 +176,8 @@ def bare_trl(mode: str, model: str, steps: int, overrides: dict | None = None) -
 def workbench(mode: str, model: str, steps: int, workspace: Path, overrides: dict | None = None,
               timeout_s: float | None = None) -> dict:
     from backend.config import build_config
-    from backend.runs.jobs import log_tail, stop_run, submit_run
+    from backend.runs.jobs import stop_run, submit_run
+    from backend.runs.logs import log_tail
     from backend.runs.store import RunStore
 
     store = RunStore(workspace)

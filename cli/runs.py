@@ -72,7 +72,8 @@ def cmd_runs(args) -> int:
 def cmd_show(args) -> int:
     from backend.config import to_yaml
     from backend.doctor import status_words
-    from backend.runs.jobs import dispatch, log_tail
+    from backend.runs.jobs import dispatch
+    from backend.runs.logs import log_tail
 
     store = open_store(args)
     if not store.read_only:  # dispatching writes (starts queued runs, marks dead ones)
@@ -228,7 +229,7 @@ def add_logs_parser(sub, common) -> None:
 
 
 def cmd_logs(args) -> int:
-    from backend.runs.jobs import log_path
+    from backend.runs.logs import log_path
     from backend.runs.logs import follow_log, read_log
 
     store = open_store(args)

@@ -41,7 +41,8 @@ def add_parsers(sub, common) -> None:
 
 def cmd_train(args) -> int:
     from backend.config import ConfigError, load_config
-    from backend.runs.jobs import preflight, submit_run
+    from backend.runs.jobs import submit_run
+    from backend.runs.preflight import preflight
 
     if args.resume:
         if args.config or args.set:
@@ -69,7 +70,8 @@ def dry_run(config, dataset, workspace) -> int:
     """What a start would run, once preflight has passed: the settings that differ from the defaults (the
     defaults are `launch.py settings`), the dataset as read, and the memory lines the run's log would begin with."""
     from backend.config import to_yaml
-    from backend.runs.jobs import memory_lines, pin_paths
+    from backend.runs.jobs import pin_paths
+    from backend.runs.preflight import memory_lines
 
     config = pin_paths(config, workspace)
     print(f"dry run: the settings are valid; nothing was started\nmode: {config.mode}  model: {config.model}  "
@@ -131,7 +133,9 @@ def follow_run(store, run_id) -> int:
     run cleanly (it saves its adapter); a second Ctrl-C leaves it running."""
     from tqdm import tqdm
 
-    from backend.runs.jobs import dispatch, log_tail, resuming_itself, stop_run
+    from backend.runs.jobs import dispatch, stop_run
+    from backend.runs.logs import log_tail
+    from backend.runs.supervisor import resuming_itself
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _stop_on_signal)

@@ -17,7 +17,7 @@ def frozen_after_checkpoint(store, run_id, signal_all, step=1, timeout=300):
     run cannot go on or end between the look and what the caller does next (kill them, fill the disk, ...)."""
     import signal
 
-    from backend.runs.jobs import last_checkpoint
+    from backend.runs.checkpoints import last_checkpoint
 
     end = time.time() + timeout
     while time.time() < end:

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.config import RunConfig
+    from backend.data.formats import FormatInfo
 
 MODEL_TEMPLATE = "model"  # the model's own
 
@@ -72,3 +77,60 @@ def template_problem(name: str, model_folder: Path | None) -> str | None:
             f"{'is not a token' if len(missing) == 1 else 'are not tokens'} of this model's vocabulary: it would read "
             "each as several pieces of text and not learn where a turn ends; choose plain, the model's own template "
             "(model), or the template of the model's family")
+
+
+def has_chat_template(folder: Path) -> bool | None:
+    """Whether the tokenizer saved in `folder` brings a chat template, from its files as transformers reads them
+    (chat_template.jinja, additional_chat_templates/*.jinja, the `chat_template` of tokenizer_config.json; a
+    processor's chat_template.json too); None when the folder holds no tokenizer_config.json to judge by."""
+    folder = Path(folder)
+    config = folder / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file() \
+            or any((folder / "additional_chat_templates").glob("*.jinja")):
+        return True
+    try:
+        return bool(json.loads(config.read_text(encoding="utf-8")).get("chat_template"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _hub_has_chat_template(repo_id: str) -> bool | None:
+    """has_chat_template of a Hub model whose tokenizer is in the local cache (nothing is downloaded); None when
+    the cache cannot tell (its tokenizer not downloaded yet, or chat_template.jinja neither there nor known to be
+    absent)."""
+    try:
+        from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
+
+        config = try_to_load_from_cache(repo_id, "tokenizer_config.json")
+        template = try_to_load_from_cache(repo_id, "chat_template.jinja")
+    except Exception:  # an invalid id: the model check says so
+        return None
+    if not isinstance(config, str):
+        return None
+    if isinstance(template, str):
+        return True
+    found = has_chat_template(Path(config).parent)
+    return None if found is False and template is not _CACHED_NO_EXIST else found
+
+
+def chat_template_problem(config: RunConfig, tokenizer_folder: Path | None, info: FormatInfo | None) -> str | None:
+    """Why the run cannot turn its conversations into text, or None: its data is conversational (messages, or
+    prompts as messages), data.chat_template keeps the model's own, and the model's tokenizer has none (a base
+    model) — found before the run starts rather than as transformers' error in the worker. `tokenizer_folder`:
+    where the tokenizer the run loads is saved on this machine (preflight's: a folder, a run's saved one), None
+    for a Hub id (judged from the local cache, if it is there); a tokenizer not on this machine is not judged."""
+    if info is None or not info.conversational or config.data.chat_template != MODEL_TEMPLATE:
+        return None
+    spec = (config.model or "").strip()
+    if tokenizer_folder is not None:
+        found = has_chat_template(tokenizer_folder)
+    else:
+        found = _hub_has_chat_template(spec) if spec else None
+    if found is not False:
+        return None
+    families = ", ".join(name for name in CHAT_TEMPLATES if name != "plain")
+    return (f"the model {spec}: its tokenizer has no chat template, and the {info.name} rows are conversations, "
+            "which become text through one; set data.chat_template to plain (role: text lines, any tokenizer) or "
+            f"to the template of the model's family ({families}), or give plain-text rows")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from backend.config import RunConfig
@@ -52,14 +53,20 @@ class ModelShape:
     tied_embeddings: bool = True
     attention_bias: bool = False
     mlp_bias: bool = False
+    # the model_type of a config that names its sizes otherwise (GPT-2's n_embd, n_layer, n_head), read through
+    # its transformers config's attribute_map and counted as a Llama-style model: an approximate size; "" when
+    # the config names them as Llama does
+    renamed_from: str = ""
 
     @classmethod
     def from_config(cls, config: dict, source: str = "config.json") -> ModelShape:
         config = config.get("text_config") or config  # a multimodal config nests the language model's
+        config, renamed = _standard_names(config)
         need = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
         if missing := [k for k in need if not isinstance(config.get(k), int)]:
             raise ModelError(f"{source} has no {', '.join(missing)}: the memory estimate reads a decoder-only "
-                             "transformer's sizes (Llama-style configs)", "no_shape", source)
+                             "transformer's sizes (Llama-style configs, or names its transformers config maps "
+                             "them to)", "no_shape", source)
         heads = config["num_attention_heads"]
         return cls(vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
                    num_layers=config["num_hidden_layers"], intermediate_size=config["intermediate_size"],
@@ -67,7 +74,7 @@ class ModelShape:
                    head_dim=config.get("head_dim") or config["hidden_size"] // heads,
                    tied_embeddings=bool(config.get("tie_word_embeddings", True)),
                    attention_bias=bool(config.get("attention_bias", False)),
-                   mlp_bias=bool(config.get("mlp_bias", False)))
+                   mlp_bias=bool(config.get("mlp_bias", False)), renamed_from=renamed)
 
     def linears(self) -> dict[str, tuple[int, int]]:
         """(inputs, outputs) of each projection of one decoder layer."""
@@ -99,6 +106,44 @@ class ModelShape:
         adapts every projection; names the model lacks count nothing (preflight names them)."""
         names = _LINEARS if targets == ["all-linear"] else targets
         return self.num_layers * sum(r * sum(self.linears()[n]) for n in names if n in self.linears())
+
+
+_STANDARD_NAMES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                   "head_dim", "intermediate_size", "tie_word_embeddings")
+
+
+def _standard_names(config: dict) -> tuple[dict, str]:
+    """(`config` with the standard size names its own names stand for added, the model_type when any was; else
+    ""). The names come from the transformers config class's `attribute_map` (GPT2Config: hidden_size → n_embd,
+    num_hidden_layers → n_layer, num_attention_heads → n_head), so any architecture that declares them there is
+    read. A config without an MLP width then has GPT-2's `n_inner` or, as GPT-2 does without it, 4 × hidden_size.
+    The class is looked up only when a standard size is missing: importing transformers' configs imports torch."""
+    need = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
+    model_type = config.get("model_type")
+    if all(isinstance(config.get(k), int) for k in need) or not isinstance(model_type, str):
+        return config, ""
+    aliases = _attribute_map(model_type)
+    added = {name: config[own] for name, own in aliases.items()
+             if name in _STANDARD_NAMES and config.get(name) is None and config.get(own) is not None}
+    if not added:
+        return config, ""
+    config = {**config, **added}
+    if config.get("intermediate_size") is None and isinstance(config.get("hidden_size"), int):
+        inner = config.get("n_inner")
+        config["intermediate_size"] = inner if isinstance(inner, int) else 4 * config["hidden_size"]
+    return config, model_type
+
+
+@lru_cache(maxsize=None)
+def _attribute_map(model_type: str) -> dict[str, str]:
+    """{standard name: this architecture's own name} from its transformers config class; {} for a model_type
+    transformers does not know."""
+    try:
+        from transformers import CONFIG_MAPPING
+
+        return dict(getattr(CONFIG_MAPPING[model_type], "attribute_map", None) or {})
+    except Exception:  # an unknown model_type (KeyError), remote code, a broken install: no names to map
+        return {}
 
 
 def read_shape(spec: str, workspace: Path | None = None) -> ModelShape:
@@ -253,6 +298,8 @@ def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *
     if not lora and precision in ("bf16", "fp16"):  # autocast keeps half-precision copies of the weights
         parts["activations"] += n * half
 
+    if shape.renamed_from:
+        notes.append(f"{shape.renamed_from}'s sizes counted as a Llama-style model's: approximate")
     _shard(parts, overlap, c)
     parts["runtime"] = CPU_PROCESS_BASELINE if device == "cpu" else GPU_PROCESS_BASELINE
     # what the peak holds instead of activations, where it is larger

@@ -3,6 +3,7 @@ prompt prefilled once (backend/models/shared_prefill.py), and, where rl.merged_g
 folded into the weights while generating (backend/models/merged.py)."""
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from functools import partial
 
@@ -51,8 +52,8 @@ def sharing_prompts(model):
 
 @contextmanager
 def merged_if(trainer, model):
-    """`merged_lora(model)` when `trainer.merge_generation`, the first time said in the run log with the number
-    of layers merged."""
+    """`merged_lora(model)` when `trainer.merge_generation`, the first time said in the run log: the number of
+    layers merged, or, when none could be, why not (generation then runs through the adapter)."""
     if not trainer.merge_generation:
         yield
         return
@@ -60,9 +61,41 @@ def merged_if(trainer, model):
 
     with merged_lora(model) as layers:
         if not getattr(trainer, "_merge_said", False) and trainer.accelerator.is_main_process:
-            print(f"generation: the adapter merged into the weights ({layers} layers)", flush=True)
+            print(merge_line(model, layers), flush=True)
             trainer._merge_said = True
         yield
+
+
+def merge_line(model, layers: int) -> str:
+    """The run log's line for generating with `layers` LoRA layers merged."""
+    if layers:
+        return f"generation: the adapter merged into the weights ({layers} layers)"
+    return (f"generation: through the adapter (no LoRA layer could be merged for generation: "
+            f"{_why_none_merged(model)})")
+
+
+def _why_none_merged(model) -> str:
+    """Why backend/models/merged.py's mergeable_layers finds none among the model's LoRA layers."""
+    import torch
+    from peft.tuners.lora import Linear as LoraLinear
+
+    lora = [m for m in model.modules() if isinstance(m, LoraLinear)]
+    if not lora:
+        return "the model has no LoRA Linear layer (an adapter of another kind, or none)"
+    shared = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
+    reasons = []
+    if kinds := sorted({type(m.get_base_layer()).__name__ for m in lora
+                        if type(m.get_base_layer()) is not torch.nn.Linear}):
+        reasons.append(f"the adapted layers are {', '.join(kinds)}, not torch Linear layers"
+                       + (" (GPT-2 style)" if "Conv1D" in kinds else ""))
+    if any(shared[id(getattr(m.get_base_layer(), "weight", None))] > 1 for m in lora):
+        reasons.append("an adapted weight is shared with another module (tied embeddings)")
+    if any(m.use_dora.get(a) or m.lora_bias.get(a) or getattr(m, "lora_variant", {}).get(a)
+           for m in lora for a in m.active_adapters):
+        reasons.append("DoRA, a LoRA bias or another LoRA variant does not fold in exactly")
+    if any(m.merged for m in lora):
+        reasons.append("the adapter is merged already")
+    return "; ".join(reasons) or "no adapter is active on its LoRA layers"
 
 
 def share_prompts_in_update(c: RunConfig) -> tuple[bool, str]:

@@ -21,7 +21,7 @@ SETTLE_S = 3.0  # an ended run's supervisor writes its last lines within seconds
 
 
 def log_path(store: RunStore, run_id: str) -> Path:
-    """Where a run's worker and supervisor write their output (backend.runs.jobs.log_path)."""
+    """Where a run's worker and supervisor write their output (log_path)."""
     return store.run_dir(run_id) / "train.log"
 
 
@@ -175,3 +175,14 @@ def follow_log(store: RunStore, run_id: str, lines: int | None = None, poll_s: f
         if not complete:
             yield from repeats.flush()
             sleep(poll_s)
+
+
+def log_tail(store: RunStore, run_id: str, lines: int = 30) -> str:
+    """The log's last lines, a library warning repeated at every step shown once (backend/runs/logs.py)."""
+    path = log_path(store, run_id)
+    if not path.exists():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 64_000))
+        text = f.read().decode("utf-8", "replace")
+    return "\n".join(collapse_repeats(text.splitlines())[-lines:])

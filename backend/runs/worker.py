@@ -58,7 +58,7 @@ def _disk_full(e: BaseException, folder) -> bool:
     if getattr(e, "errno", None) == errno.ENOSPC or any(
             text in str(e) for text in ("No space left on device", "StorageFull")):  # safetensors, tokenizers
         return True
-    from backend.runs.jobs import disk_nearly_full
+    from backend.runs.preflight import disk_nearly_full
 
     return disk_nearly_full(folder)
 
@@ -181,7 +181,8 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             _say_suggestions(config, dataset, info, trainer.processing_class)  # the trainer's tokenizer, loaded
             doctor = DoctorCallback(store, run_id, config)
             trainer.add_callback(doctor)
-        from backend.runs.jobs import EXIT_REPEATS, resume_checkpoint
+        from backend.runs.checkpoints import resume_checkpoint
+        from backend.runs.supervisor import EXIT_REPEATS
 
         checkpoint = resume_checkpoint(store, record)
         if checkpoint is None and (why := _probe(trainer, ctx, is_main, doctor)):
@@ -213,7 +214,8 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
             traceback.print_exc()
         except OSError:  # the log's disk is full: the store still says how the run ended
             pass
-        from backend.runs.jobs import EXIT_REPEATS, disk_full_message
+        from backend.runs.preflight import disk_full_message
+        from backend.runs.supervisor import EXIT_REPEATS
 
         full = _disk_full(e, store.run_dir(run_id))
         code = EXIT_REPEATS if full or _refused(e) else 1  # the supervisor never auto-resumes EXIT_REPEATS
@@ -253,7 +255,8 @@ def warm(workspace: str) -> int:
     if run_id is None:
         print(f"warm process {os.getpid()}: not needed, ending", flush=True)
         return 0
-    from backend.runs.jobs import log_path, supervise
+    from backend.runs.logs import log_path
+    from backend.runs.supervisor import supervise
 
     log = os.open(log_path(RunStore(workspace), run_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     for fd in (1, 2):  # from here on this is the run's supervisor: its output goes to the run's log

@@ -11,6 +11,8 @@ import time
 import traceback
 
 from backend.runs import jobs
+from backend.runs.preflight import preflight
+from backend.runs.supervisor import resuming_itself
 from backend.config import ConfigError
 from backend.core.procs import Heartbeat, is_dead, job_args, spawn_detached
 from backend.runs.store import RunStore
@@ -34,7 +36,7 @@ def start_sweep(store: RunStore, spec: SweepSpec, check: bool = True) -> Sweep:
     """Record the sweep and start its detached driver. The base config is checked once here (model
     reachable, dataset trainable), so a bad base fails now rather than in every trial."""
     if check:
-        jobs.preflight(spec.base_config(), store.workspace)
+        preflight(spec.base_config(), store.workspace)
     sweep = create_sweep(store, spec)
     _spawn_driver(store, sweep.id)
     return get_sweep(store, sweep.id)
@@ -233,7 +235,7 @@ class SweepDriver:
                 if prune and m["value"] is not None and math.isfinite(m["value"]) and m["step"] not in reported:
                     trial.report(m["value"], m["step"])
                     reported.add(m["step"])
-            if not run.active and not jobs.resuming_itself(run):
+            if not run.active and not resuming_itself(run):
                 break
             if prune and not pruned and run.status == "running" and reported and trial.should_prune():
                 pruned = True

@@ -2,7 +2,7 @@
 every step collapsed into one line with its count and the log file's path; a search keeps the matching lines with
 their count; and it follows lines the run writes later."""
 from backend.config import build_config
-from backend.runs.jobs import log_path
+from backend.runs.logs import log_path
 from backend.runs.store import RunStore
 from tests.unit.test_run_logs import FUTURE, TRAINING
 

@@ -6,7 +6,8 @@ import signal
 
 from backend.config import build_config
 from backend.doctor import NO_SIGNAL_VERDICT, describe, diagnose_run, stored_diagnoses
-from backend.runs.jobs import last_checkpoint, stop_run, submit_run
+from backend.runs.checkpoints import last_checkpoint
+from backend.runs.jobs import stop_run, submit_run
 from backend.runs.store import RunStore
 from tests.dataset_shapes import GSM8K
 from tests.waiting import wait_for

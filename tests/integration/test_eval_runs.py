@@ -10,7 +10,8 @@ import torch
 
 from backend.config import ConfigError, build_config
 from backend.data import DATA_DIR
-from backend.runs.jobs import preflight, submit_run
+from backend.runs.jobs import submit_run
+from backend.runs.preflight import preflight
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
 

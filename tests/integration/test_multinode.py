@@ -4,7 +4,8 @@ keeps its own record of progress and outcome."""
 import socket
 
 from backend.config import build_config
-from backend.runs.jobs import log_path, submit_run
+from backend.runs.jobs import submit_run
+from backend.runs.logs import log_path
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from backend.config import ConfigError, build_config
-from backend.runs.jobs import preflight, stop_run, submit_run
+from backend.runs.jobs import stop_run, submit_run
+from backend.runs.preflight import preflight
 from backend.runs.store import RunStore
 from tests.step_timing import assert_each_step_is_split
 from tests.waiting import wait_for

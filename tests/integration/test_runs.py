@@ -96,7 +96,8 @@ def test_a_run_whose_processes_all_vanished_is_interrupted_and_resumes_to_its_en
     """kill -9 of everything (a machine restart): `interrupted` when the store is next looked at, then resumed."""
     from collections import Counter
 
-    from backend.runs.jobs import last_checkpoint, resume_run
+    from backend.runs.checkpoints import last_checkpoint
+    from backend.runs.jobs import resume_run
 
     store = RunStore(workspace)
     run = submit_run(store, build_config({"model": str(tiny_model), "max_steps": 60, "save_steps": 5,
@@ -135,7 +136,7 @@ def test_two_processes_log_once_and_stop_together(tiny_model, workspace):
 
 def test_reward_sources_are_checked_before_a_run_starts(workspace):
     from backend.config import ConfigError
-    from backend.runs.jobs import preflight
+    from backend.runs.preflight import preflight
 
     config = build_config({"mode": "grpo", "dataset": "demo-math",
                            "reward_sources": [{"type": "exact_match", "params": {"column": "solution"}}]})

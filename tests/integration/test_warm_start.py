@@ -11,7 +11,8 @@ import pytest
 from backend.config import build_config
 from backend.core.procs import pid_alive
 from backend.runs import warm
-from backend.runs.jobs import log_tail, stop_run, submit_run
+from backend.runs.jobs import stop_run, submit_run
+from backend.runs.logs import log_tail
 from backend.runs.store import RunStore
 from tests.processes import leave_nothing_running
 from tests.waiting import wait_for
@@ -105,7 +106,7 @@ def test_claims_take_only_current_code_and_only_once(workspace, warm_on):
 def test_the_forked_worker_gets_what_accelerate_launch_gives(workspace, monkeypatch):
     import torch
 
-    from backend.runs.jobs import launch_command
+    from backend.runs.supervisor import launch_command
 
     monkeypatch.setenv("TEST_MARK", "kept")
     env = warm.launcher_env(launch_command(_settings("m", 3), "r1", workspace))

@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 
-from backend.runs.jobs import EXIT_REPEATS, last_checkpoint, resume_run, stop_run, submit_run
+from backend.runs.checkpoints import last_checkpoint
+from backend.runs.jobs import resume_run, stop_run, submit_run
+from backend.runs.supervisor import EXIT_REPEATS
 from backend.runs.store import RESERVE_NAME, RunStore, StoreFull
 from tests.waiting import frozen_after_checkpoint, wait_for
 

@@ -5,7 +5,8 @@ import time
 
 from backend.config import build_config
 from backend.core.procs import processes_of
-from backend.runs.jobs import last_checkpoint, stop_run, submit_run
+from backend.runs.checkpoints import last_checkpoint
+from backend.runs.jobs import stop_run, submit_run
 from backend.runs.store import RunStore
 from tests.waiting import wait_for
 

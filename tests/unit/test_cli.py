@@ -140,11 +140,11 @@ def test_an_open_server_is_warned_about_once(tmp_path, monkeypatch, capsys, capl
 
 def test_train_says_how_the_dataset_was_read_before_the_run_starts(tmp_path, monkeypatch, capsys):
     from backend.data import FormatInfo
-    from backend.runs import jobs
+    from backend.runs import jobs, preflight
 
     info = FormatInfo("prompt_completion", ["prompt", "completion"], True, 2, adapter="alpaca → prompt + completion")
     submitted = []
-    monkeypatch.setattr(jobs, "preflight", lambda config, workspace: info)
+    monkeypatch.setattr(preflight, "preflight", lambda config, workspace: info)
     monkeypatch.setattr(jobs, "submit_run", lambda store, config, check=True: submitted.append(check) or
                         type("Run", (), {"id": "20260101-000000-abcd"})())
     assert launch.main(["train", "--detach", "--workspace", str(tmp_path)]) == 0

@@ -52,10 +52,10 @@ def test_the_config_has_what_the_options_give():
 def test_train_with_a_trl_option_starts_the_run_with_it(tmp_path, monkeypatch, capsys):
     """The issue's command: `launch.py train preset.yaml --max_steps 3` (the start stubbed: nothing trains)."""
     from backend.data import FormatInfo
-    from backend.runs import jobs
+    from backend.runs import jobs, preflight
 
     started = []
-    monkeypatch.setattr(jobs, "preflight", lambda config, workspace: FormatInfo("messages", ["messages"], True, 2))
+    monkeypatch.setattr(preflight, "preflight", lambda config, workspace: FormatInfo("messages", ["messages"], True, 2))
     monkeypatch.setattr(jobs, "submit_run", lambda store, config, check=True: started.append(config) or
                         type("Run", (), {"id": "20260101-000000-abcd"})())
     assert launch.main(["train", SFT, "--max_steps", "3", "--detach", "--workspace", str(tmp_path)]) == 0

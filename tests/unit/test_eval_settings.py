@@ -139,7 +139,7 @@ def test_held_out_answers_are_scored_by_rouge_against_the_reference_and_by_the_s
 
 
 def test_a_run_generating_at_evaluation_is_checked_before_it_starts(tiny_model, tmp_path):
-    from backend.runs.jobs import preflight
+    from backend.runs.preflight import preflight
 
     (tmp_path / "plain.jsonl").write_text("\n".join(json.dumps({"text": f"row {i}"}) for i in range(10)))
     base = {"mode": "sft", "model": str(tiny_model), "eval": {"split": 0.2, "generate": True}}

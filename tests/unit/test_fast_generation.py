@@ -48,6 +48,40 @@ def test_a_layer_sharing_its_weight_or_using_dora_is_left_through_the_adapter(ti
     assert mergeable_layers(_peft(tiny_model, target_modules=["q_proj"], use_dora=True)) == []
 
 
+def test_a_gpt2_adapter_that_cannot_merge_is_said_to_generate_through_the_adapter(capsys):
+    """GPT-2's projections are Conv1D layers, which merged_lora leaves alone: the log says so rather than a merge
+    of 0 layers."""
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from backend.modes.fast_generation import merged_if
+
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64))
+    model = get_peft_model(gpt2, LoraConfig(r=4, target_modules=["c_attn", "c_fc"], fan_in_fan_out=True)).eval()
+    trainer = SimpleNamespace(merge_generation=True, accelerator=SimpleNamespace(is_main_process=True))
+    for _ in range(2):
+        with merged_if(trainer, model):
+            pass
+    said = capsys.readouterr().out.strip().splitlines()
+    assert said == ["generation: through the adapter (no LoRA layer could be merged for generation: the adapted "
+                    "layers are Conv1D, not torch Linear layers (GPT-2 style))"]  # once
+    assert "merged into the weights" not in said[0]
+
+
+def test_a_merge_says_how_many_layers(tiny_model, capsys):
+    from types import SimpleNamespace
+
+    from backend.modes.fast_generation import merged_if
+
+    trainer = SimpleNamespace(merge_generation=True, accelerator=SimpleNamespace(is_main_process=True))
+    with merged_if(trainer, _peft(tiny_model, target_modules=["q_proj", "v_proj"])):
+        pass
+    assert capsys.readouterr().out == "generation: the adapter merged into the weights (4 layers)\n"
+
+
 @pytest.mark.parametrize("settings, merged, why", [
     ({"lora": {"dropout": 0.05}}, False, "LoRA dropout 0.05 applies while generating"),
     ({}, True, ""),

@@ -6,8 +6,9 @@ import json
 import pytest
 
 from backend.config import build_config
+from backend.models import ModelError
 from backend.models.memory import GiB, ModelShape, estimate_memory, read_shape
-from backend.runs import gpus, jobs
+from backend.runs import gpus, preflight
 
 SOURCES = [{"type": "regex", "name": "format", "params": {"pattern": "<answer>"}}]
 
@@ -58,6 +59,28 @@ def test_untied_biased_and_ungrouped_llama_configs_count_exactly(variant, tmp_pa
     LlamaConfig(**{**sizes, **variant}).save_pretrained(tmp_path)  # config.json as a saved model has it
     saved = json.loads((tmp_path / "config.json").read_text())
     assert read_shape(str(tmp_path)).parameters == built_parameters(saved)
+
+
+def test_a_gpt2_style_config_is_read_through_its_attribute_map(tmp_path):
+    """GPT2Config names its sizes n_embd, n_layer, n_head; its attribute_map says which standard names they are.
+    Counted as a Llama-style model (a gated MLP of 4 × hidden, no learned positions): GPT-2's 124M come out within
+    a quarter, and the estimate says it is approximate."""
+    from transformers import GPT2Config
+
+    GPT2Config().save_pretrained(tmp_path)  # config.json only: GPT-2's own sizes
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert "hidden_size" not in saved and saved["n_embd"] == 768
+    shape = read_shape(str(tmp_path))
+    assert (shape.vocab_size, shape.hidden_size, shape.num_layers, shape.num_heads, shape.head_dim) == \
+        (50257, 768, 12, 12, 64)
+    assert shape.intermediate_size == 4 * 768 and shape.renamed_from == "gpt2"  # n_inner: null, as GPT-2 has it
+    assert abs(shape.parameters / built_parameters(saved) - 1) < 0.25
+    assert "gpt2's sizes counted as a Llama-style model's: approximate" in estimate_memory(config(), shape).summary()
+    GPT2Config(n_inner=1024).save_pretrained(tmp_path)
+    assert read_shape(str(tmp_path)).intermediate_size == 1024
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "not-a-transformers-model", "n_embd": 64}))
+    with pytest.raises(ModelError, match="has no vocab_size, hidden_size"):  # nothing maps its names
+        read_shape(str(tmp_path))
 
 
 def test_a_lora_adapter_needs_less_than_full_fine_tuning():
@@ -129,7 +152,7 @@ def test_the_machine_check_is_the_one_that_says_what_memory_there_is(monkeypatch
     (folder / "config.json").write_text(json.dumps({"vocab_size": 49152, "hidden_size": 576, "num_hidden_layers": 30,
                                                     "intermediate_size": 1536, "num_attention_heads": 9,
                                                     "num_key_value_heads": 3}))
-    estimate = jobs.memory_estimate(config(model=str(folder), num_processes=2), tmp_path)
+    estimate = preflight.memory_estimate(config(model=str(folder), num_processes=2), tmp_path)
     assert estimate.device == "cuda" and estimate.available == [80 * GiB, 40 * GiB] and estimate.fits
     monkeypatch.setattr(gpus, "machine", lambda: gpus.Machine())
     device, (ram,) = gpus.memory_here()
@@ -142,8 +165,8 @@ def test_the_run_log_warns_without_refusing_when_the_estimate_does_not_fit(monke
     (folder / "config.json").write_text(json.dumps({"vocab_size": 49152, "hidden_size": 576, "num_hidden_layers": 30,
                                                     "intermediate_size": 1536, "num_attention_heads": 9}))
     monkeypatch.setattr(gpus, "memory_here", lambda here=None: ("cpu", [GiB // 2]))
-    lines = jobs.memory_lines(config(model=str(folder)), tmp_path)
+    lines = preflight.memory_lines(config(model=str(folder)), tmp_path)
     assert lines[0].startswith("memory: Estimated memory per process: ") and "does not fit" in lines[0]
     assert lines[1].startswith("warning: the memory estimate exceeds this machine's memory")
-    assert jobs.memory_lines(config(model=str(tmp_path / "gone")), tmp_path) == \
+    assert preflight.memory_lines(config(model=str(tmp_path / "gone")), tmp_path) == \
         [f"memory: no estimate before the start (model folder {tmp_path / 'gone'} does not exist)"]

@@ -89,7 +89,7 @@ def test_a_chosen_template_replaces_the_models_own(workspace, tiny_model):
 def test_a_family_template_whose_special_tokens_the_model_lacks_is_refused_before_the_run(tiny_model, tmp_path):
     from backend.config import ConfigError, build_config
     from backend.data.templates import template_problem
-    from backend.runs.jobs import preflight
+    from backend.runs.preflight import preflight
 
     assert template_problem("chatml", tiny_model) is None  # SmolLM2's vocabulary has <|im_start|> and <|im_end|>
     assert template_problem("plain", tiny_model) is None and template_problem("mistral", tiny_model) is None

@@ -8,7 +8,7 @@ import pytest
 
 from backend.config import ConfigError, build_config
 from backend.modes.training import AUTO_SAVE_RATIO
-from backend.runs import deaths, jobs
+from backend.runs import checkpoints, deaths, jobs, preflight, supervisor
 from backend.runs.store import RunStore
 
 
@@ -62,7 +62,7 @@ def test_resume_continues_from_the_last_checkpoint_and_drops_the_dead_attempts_l
     assert resumed.error is None and resumed.finished_at is None and resumed.resumed_step == 4
     assert sorted(m["step"] for m in store.metrics_since(run.id)) == [1, 2, 3, 4]
     assert sorted(s["step"] for s in store.samples_since(run.id)) == [1, 2, 3, 4]
-    assert jobs.resume_checkpoint(store, resumed).endswith("checkpoint-4")
+    assert checkpoints.resume_checkpoint(store, resumed).endswith("checkpoint-4")
 
 
 def test_the_pace_of_a_resumed_attempt_counts_only_its_own_steps():
@@ -78,7 +78,7 @@ def test_the_pace_of_a_resumed_attempt_counts_only_its_own_steps():
 def test_a_first_attempt_starts_from_scratch_whatever_is_in_its_folder(store):
     run = store.create_run(build_config({}))
     _checkpoint(store, run.id, 3)
-    assert jobs.resume_checkpoint(store, run) is None
+    assert checkpoints.resume_checkpoint(store, run) is None
 
 
 def test_resume_is_refused_without_a_checkpoint_for_an_active_or_completed_run(store):
@@ -190,7 +190,7 @@ def test_an_ended_runs_complete_checkpoints_are_models_to_evaluate(store):
     run = store.create_run(build_config({"mode": "sft", "name": "cp"}))
     for step, complete in ((5, True), (10, True), (15, False)):
         _checkpoint(store, run.id, step, complete)
-    assert [s for s, _ in jobs.checkpoints(store, run.id)] == [5, 10]
+    assert [s for s, _ in checkpoints.checkpoints(store, run.id)] == [5, 10]
     assert not [v for _, v in model_options(store) if "@" in v]  # still queued: nothing to evaluate yet
     store.finish_run(run.id, "failed")
     assert [(label, v) for label, v in model_options(store) if "@" in v] == [
@@ -208,31 +208,31 @@ def _ended(store, status="failed", exit_code=None, stop=False, auto_resume=2):
 def test_auto_resume_resumes_a_dead_worker_from_its_checkpoint_up_to_its_limit(store, tmp_path):
     checkpoint = (tmp_path / "checkpoint-4", 4)
     dead = _ended(store)
-    assert jobs.auto_resume_from(dead, 0, checkpoint) == (4, "auto-resume 1/2 from step 4")
-    assert jobs.auto_resume_from(dead, 1, checkpoint) == (4, "auto-resume 2/2 from step 4")
-    assert jobs.auto_resume_from(dead, 2, checkpoint) == (None, "auto-resume: gave up after 2/2")
-    assert jobs.auto_resume_from(dead, 0, None) == (None, "auto-resume: not resumed, no complete checkpoint yet")
-    assert jobs.auto_resume_from(dead, 0, checkpoint, server_alive=False)[0] is None
+    assert supervisor.auto_resume_from(dead, 0, checkpoint) == (4, "auto-resume 1/2 from step 4")
+    assert supervisor.auto_resume_from(dead, 1, checkpoint) == (4, "auto-resume 2/2 from step 4")
+    assert supervisor.auto_resume_from(dead, 2, checkpoint) == (None, "auto-resume: gave up after 2/2")
+    assert supervisor.auto_resume_from(dead, 0, None) == (None, "auto-resume: not resumed, no complete checkpoint yet")
+    assert supervisor.auto_resume_from(dead, 0, checkpoint, server_alive=False)[0] is None
 
 
 def test_auto_resume_never_resumes_a_stop_refused_input_a_finished_run_or_when_off(store, tmp_path):
     checkpoint = (tmp_path / "checkpoint-4", 4)
-    assert jobs.auto_resume_from(_ended(store, exit_code=jobs.EXIT_REPEATS), 0, checkpoint) == (
+    assert supervisor.auto_resume_from(_ended(store, exit_code=supervisor.EXIT_REPEATS), 0, checkpoint) == (
         None, "auto-resume: not resumed, a resume would fail the same way")
     for ended in (_ended(store, stop=True), _ended(store, status="stopped"), _ended(store, status="completed"),
                   _ended(store, auto_resume=0)):
-        assert jobs.auto_resume_from(ended, 0, checkpoint) == (None, "")
+        assert supervisor.auto_resume_from(ended, 0, checkpoint) == (None, "")
 
 
 def test_whoever_waits_for_a_run_waits_while_its_live_supervisor_may_resume_it(store):
     deciding = _ended(store)
     store.update_run(deciding.id, pid=os.getpid(), heartbeat_at=time.time())  # its supervisor is alive
-    assert jobs.resuming_itself(store.get_run(deciding.id))
+    assert supervisor.resuming_itself(store.get_run(deciding.id))
     store.update_run(deciding.id, heartbeat_at=time.time() - 3600)  # it has exited (the pid is another's now)
-    assert not jobs.resuming_itself(store.get_run(deciding.id))
-    for settled in (_ended(store, exit_code=jobs.EXIT_REPEATS), _ended(store, auto_resume=0), _ended(store, stop=True)):
+    assert not supervisor.resuming_itself(store.get_run(deciding.id))
+    for settled in (_ended(store, exit_code=supervisor.EXIT_REPEATS), _ended(store, auto_resume=0), _ended(store, stop=True)):
         store.update_run(settled.id, pid=os.getpid(), heartbeat_at=time.time())
-        assert not jobs.resuming_itself(store.get_run(settled.id))
+        assert not supervisor.resuming_itself(store.get_run(settled.id))
 
 
 def test_auto_resume_is_refused_where_it_could_never_resume():
@@ -269,22 +269,22 @@ def test_a_run_whose_checkpoints_cannot_fit_on_the_disk_is_refused_with_the_numb
     weights = read_shape(str(tiny_model)).parameters * 4
     small = 64 * 2**10  # the small files of a saved folder
     assert disk_need(full, read_shape(str(tiny_model))) == 2 * (3 * weights + small) + weights + small  # + Adam
-    assert jobs.disk_problem(full, tmp_path, free=10 * weights) is None
+    assert preflight.disk_problem(full, tmp_path, free=10 * weights) is None
     tokenizer = (tiny_model / "tokenizer.json").stat().st_size + (tiny_model / "tokenizer_config.json").stat().st_size
     need = 7 * weights + 3 * (small + tokenizer)  # each saved folder has the tokenizer's files too
-    assert jobs.disk_problem(full, tmp_path, free=2**20) == (
+    assert preflight.disk_problem(full, tmp_path, free=2**20) == (
         f"disk: the run needs about {need / 2**20:.0f} MiB for 2 checkpoints and the model, the workspace "
         "disk has 1 MiB free; free some space, keep fewer checkpoints (save_total_limit) or use a workspace on a "
         "larger disk")
     lora = build_config({"model": str(tiny_model), "save_steps": 0})
-    assert "for the adapter, the workspace disk has 0 MiB free" in jobs.disk_problem(lora, tmp_path, free=0)
-    assert jobs.disk_problem(build_config({"model": str(tmp_path / "gone")}), tmp_path, free=0) is None
+    assert "for the adapter, the workspace disk has 0 MiB free" in preflight.disk_problem(lora, tmp_path, free=0)
+    assert preflight.disk_problem(build_config({"model": str(tmp_path / "gone")}), tmp_path, free=0) is None
 
 
 def test_a_full_disk_names_the_disk_and_the_checkpoint_kept(store):
     run = _dead_run(store)
     _checkpoint(store, run.id, 4)
-    text = jobs.disk_full_message(store, run.id, "OSError: [Errno 28] No space left on device")
+    text = preflight.disk_full_message(store, run.id, "OSError: [Errno 28] No space left on device")
     assert text.startswith(f"the disk holding {store.run_dir(run.id)} is full (")
     assert text.endswith("No space left on device; the last complete checkpoint (step 4) is kept: free some "
                          "space, then resume the run")

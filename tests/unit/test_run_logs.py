@@ -5,7 +5,7 @@ import pytest
 
 import launch
 from backend.config import RunConfig
-from backend.runs.jobs import log_path
+from backend.runs.logs import log_path
 from backend.runs.logs import RepeatFilter, collapse_repeats, follow_log, read_log, split_lines
 from backend.runs.store import RunStore
 
@@ -141,7 +141,7 @@ def test_the_full_log_shows_the_search_matches_with_their_count_marked(store):
 
 
 def test_the_runs_tab_log_tail_collapses_the_warnings_too(store):
-    from backend.runs.jobs import log_tail
+    from backend.runs.logs import log_tail
 
     run = write_log(store, TRAINING)
     assert log_tail(store, run.id, 3).splitlines() == [step(2), step(3), "run r1 completed"]
