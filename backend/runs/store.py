@@ -6,6 +6,7 @@ Readers poll incrementally: metrics carry an autoincrement id and `metrics_since
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -205,6 +206,18 @@ def is_run_id(text: str) -> bool:
     return bool(RUN_ID.match(text or ""))
 
 
+@functools.lru_cache(maxsize=1024)
+def _stored_config(text: str) -> RunConfig:
+    """A run's config as stored (validated when it was written): validated once per process, not at every read
+    of the run list (a Runs-tab poll reads every run). Shared between reads: a run's config is never changed in
+    place (model_copy(update=...) makes a new one)."""
+    data = json.loads(text)
+    try:
+        return build_config(data)
+    except ConfigError:  # stored by another version of the schema: show it as it was
+        return RunConfig.model_construct(**data)
+
+
 class RunStore:
     def __init__(self, workspace: str | Path):
         self.workspace = Path(workspace).resolve()
@@ -372,11 +385,7 @@ class RunStore:
     @staticmethod
     def _row_to_run(row: sqlite3.Row) -> Run:
         d = dict(row)
-        data = json.loads(d["config"])
-        try:
-            d["config"] = build_config(data)
-        except ConfigError:  # stored by another version of the schema: show it as it was
-            d["config"] = RunConfig.model_construct(**data)
+        d["config"] = _stored_config(d["config"])
         d["stop_requested"] = bool(d["stop_requested"])
         d["note"] = d.get("note") or ""
         d["attempt"] = d.get("attempt") or 1
