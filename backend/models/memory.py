@@ -15,9 +15,12 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from backend.config import RunConfig
 from backend.models.specs import EMBEDDED_MODEL, ModelError, is_hub_id, local_folder
+
+if TYPE_CHECKING:  # the estimate reads a run's settings; the model layer sits below the schema
+    from backend.config import RunConfig
 
 GiB = 2**30
 # Peak RSS of the worker process itself (python, torch, transformers, TRL, peft, datasets, accelerate, the

@@ -43,7 +43,7 @@ class GenerationEval(TrainerCallback):
             self.evaluate(model, state.global_step)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
-        stopped = self.ctx.store.get_run(self.ctx.run_id).stop_requested
+        stopped = self.ctx.store.stop_requested(self.ctx.run_id)
         if self.online and not stopped and state.global_step != self.last_step:
             self.evaluate(model, state.global_step)
 

@@ -13,8 +13,7 @@ import traceback
 
 from trl.trainer.utils import is_async_callable
 
-from backend.runs.store import RunStore
-from backend.modes.training import TrainContext, trainer_args
+from backend.modes.training import RunSink, TrainContext, trainer_args
 
 SAMPLES_PER_LOG = 8
 _PROMPT_CHARS = 2000
@@ -70,7 +69,7 @@ class SampleRecorder:
     """Gathers each source's scores for the batch being scored; writes up to SAMPLES_PER_LOG rows per
     logging step from the main process only."""
 
-    def __init__(self, store: RunStore, run_id: str, logging_steps: int, is_main: bool,
+    def __init__(self, store: RunSink, run_id: str, logging_steps: int, is_main: bool,
                  per_log: int = SAMPLES_PER_LOG):
         self.store, self.run_id, self.every, self.is_main, self.per_log = store, run_id, logging_steps, is_main, per_log
         self.names: list[str] = []

@@ -7,6 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from transformers import TrainerCallback
@@ -16,7 +17,19 @@ from backend.config import RunConfig
 from backend.config.build import get_path, trainer_settings
 from backend.config.run_config import AUTO_SAVE_RATIO
 from backend.core.mode_registry import mode_spec
-from backend.runs.store import RunStore
+
+
+class RunSink(Protocol):
+    """What the training process reads and writes of its run: the run store (backend.runs.store.RunStore) is
+    one; the modes know it only by these."""
+
+    workspace: Path
+
+    def add_metrics(self, run_id: str, step: int, values: dict) -> int: ...
+    def add_samples(self, run_id: str, step: int, items: list[dict]) -> None: ...
+    def update_run(self, run_id: str, **fields) -> None: ...
+    def request_stop(self, run_id: str) -> None: ...
+    def stop_requested(self, run_id: str) -> bool: ...
 
 
 @dataclass
@@ -24,7 +37,7 @@ class TrainContext:
     config: RunConfig
     run_id: str
     run_dir: Path
-    store: RunStore
+    store: RunSink
     model_path: str
     dataset: object  # datasets.Dataset, already validated for the mode
     eval_dataset: object = None  # the same, for evaluation; None: the run is not evaluated
@@ -194,7 +207,7 @@ def _broadcast_flag(flag: bool) -> bool:
 class StoreCallback(TrainerCallback):
     """Streams the trainer's logs and progress into the run store; turns a stop request into a clean stop."""
 
-    def __init__(self, store: RunStore, run_id: str, is_main: bool, node_main: bool | None = None):
+    def __init__(self, store: RunSink, run_id: str, is_main: bool, node_main: bool | None = None):
         # node_main: this machine's first process, which keeps the progress of this machine's record
         self.store, self.run_id, self.is_main = store, run_id, is_main
         self.node_main = is_main if node_main is None else node_main

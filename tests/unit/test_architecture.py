@@ -81,3 +81,48 @@ def test_test_modules_have_names_of_their_own():
     """pytest imports test modules by basename: two test_x.py in different folders break collection of both."""
     names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+# The floors, lowest first: a module imports (at the top or inside a function) only its own floor and those below.
+LAYERS = (
+    ("backend.core", "backend.hub", "backend.reporting"),
+    ("backend.models", "backend.metrics_plot"),
+    ("backend.rewards", "backend.ppo", "backend.serving", "backend.gguf_export"),
+    ("backend.data", "backend.config"),
+    ("backend.modes", "backend.playground"),
+    ("backend.doctor",),
+    ("backend.runs",),
+    ("backend.evals", "backend.sweeps"),
+    ("backend.labeling", "backend.export"),
+    ("backend.chat", "backend.monitoring"),
+    ("app",),
+    ("cli", "launch"),
+)
+# The imports that still climb, each with why; a new one fails the test below.
+CLIMBS = {
+    ("backend.models.ref", "backend.runs.store"): "a run:<id> model reference reads the run store",
+    ("backend.models.from_run", "backend.runs.store"): "a run's saved model is found through the run store",
+    ("backend.modes.generation_eval", "backend.evals.spec"): "evaluation while training uses the Evaluate tab's",
+    ("backend.modes.generation_eval", "backend.evals.generate"): "generation and scorers",
+    ("backend.modes.generation_eval", "backend.evals.scorers"): "",
+    ("backend.modes.rl_common", "backend.runs.gpus"): "vLLM's trainer arguments come with the GPU plan",
+    ("backend.ppo.trainer", "backend.modes.fast_generation"): "the own PPO generates as GRPO does",
+}
+
+
+def _floor(module: str) -> int | None:
+    for i, names in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return i
+    return None
+
+
+def test_every_package_has_a_floor():
+    assert [m for m in MODULES if m not in PACKAGES and _floor(m) is None] == []
+
+
+def test_no_module_imports_a_higher_floor():
+    climbs = {(m, t) for m, targets in GRAPH.items() for t in targets
+              if _floor(t) is not None and _floor(m) is not None and _floor(t) > _floor(m)}
+    assert sorted(climbs - set(CLIMBS)) == [], "imports from a lower floor to a higher one (see LAYERS)"
+    assert sorted(set(CLIMBS) - climbs) == [], "gone: remove them from CLIMBS"
