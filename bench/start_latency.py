@@ -2,17 +2,14 @@
 """From the Start click to the first point on the live plot, in a real chromium driving the real UI, on the
 embedded model with the Train tab's SFT defaults: cold (every run starts a supervisor, `accelerate launch` and a
 worker that imports torch, transformers and TRL) and warm (the server keeps a supervisor waiting with those
-imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; target <= 5 s.
+imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; targets: cold <= 12 s, warm <= 5 s.
 
   .venv/bin/python bench/start_latency.py [--repeats 5] [--modes cold,warm]
 
 Each click's run is stopped once its first point is plotted, and the next click waits until the run has ended
 and (warm) a warm process is waiting again: the figure is a user's Start on an idle workbench.
 
-Measured on this 2-core machine, 2026-12-06: cold 14.2 s (12.0-15.9), warm 4.7 s (4.2-5.8); the warm run is
-stored 0.2-0.3 s after the click and its first metric 3.2-4.0 s after it, the rest is the Runs tab's poll and
-Gradio's render. Before the page tracked progress on few components (app.main.untracked_progress), the browser
-took a core while a run was watched and warm was 13.8 s (11.3-18.4).
+Measured figures: bench/README.md.
 """
 from __future__ import annotations
 

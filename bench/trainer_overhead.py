@@ -8,11 +8,10 @@ workbench, ...) to spread load noise; medians are printed side by side.
 
   sft   throughput in tokens/s                       target: workbench / bare >= 0.95
   dpo   throughput in preference pairs/s             target: workbench / bare >= 0.95
-  grpo  time per optimizer step (generation included) target: workbench / bare <= 0.80 (issue 14; the
-        workbench prefills each prompt once and generates with the adapter merged, its update reads each prompt
-        once for all its completions and its LM head projects only completion positions; LoRA dropout 0 on
-        both sides; measured 2026-12-05: 4.144 / 5.488 s = 0.755)
-  rloo  the same, with TRL's RLOOTrainer (measured 2026-12-05: 4.345 / 6.129 s = 0.709)
+  grpo  time per optimizer step (generation included) target: workbench / bare <= 0.80 (the workbench
+        prefills each prompt once and generates with the adapter merged, its update reads each prompt once for
+        all its completions and its LM head projects only completion positions; LoRA dropout 0 on both sides)
+  rloo  the same, with TRL's RLOOTrainer
 
   .venv/bin/python bench/trainer_overhead.py [--modes dpo,grpo] [--repeats 2] [--steps N]
 
@@ -20,7 +19,7 @@ Peak resident memory of each side is printed too (the worker logs it as `memory/
 
 Both sides of GRPO score with the same two rules (numeric answer, <answer> format): the workbench through its
 reward sources and sample recorder, the bare script through two plain functions. Also printed: the time from
-Start to the first metric row stored, which is the wait a user sees.
+Start to the first metric row stored, which is the wait a user sees. Measured figures: bench/README.md.
 """
 from __future__ import annotations
 

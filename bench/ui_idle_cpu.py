@@ -2,13 +2,7 @@
 """How busy an idle workbench page keeps the browser: the share of the page's main thread spent on tasks while
 nobody touches it (Chrome's Performance.getMetrics TaskDuration over a window), in a real chromium.
 
-Measured on this 2-core machine, nothing running (target <= 0.10):
-  2026-12-03, one 1.5 s poll timer for every tab: Train 0.99 (a whole core); with the timer stopped 0.02. The
-    cost is Gradio's frontend bookkeeping for every backend event (~270 ms each on this 800-component app),
-    not our handlers; it also slowed every browser test, since chromium and the UI share the cores.
-  2026-12-03, a timer per tab, on only while its tab is shown: Train 0.18, Runs 0.30, Labeling 0.21.
-  2026-12-04, ticks in the browser that fetch the store's change stamp and poll only when it moved
-    (app/tab_polls.py): Train 0.04, Runs 0.09, Labeling 0.04.
+Target <= 0.10 with nothing running; the figures measured so far are in bench/README.md.
 
   .venv/bin/python bench/ui_idle_cpu.py [--seconds 5] [--tab Train]
 """
