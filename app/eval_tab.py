@@ -1,7 +1,10 @@
 """The Evaluate tab: does a run help? Pick models (the base, runs, checkpoints, exports), a set and scorers, and
 start an evaluation; it runs in the background like a run (closing the page never stops it), and this tab
-follows it: a progress bar, the results table with 95% intervals and win rates, the examples that changed,
-and the predictions to download. The work is backend/evals/; handlers here read the form and format results.
+follows it: a progress bar saying what it is doing, the line under Start following it to its end, the results
+table with 95% intervals and win rates (said what they are), the examples that changed (one card each, A and B
+side by side), and the predictions to download. Next to the set, a note says what it is to the chosen runs (their
+held-out rows, or the data they trained on). The work is backend/evals/; handlers here read the form and format
+results.
 """
 from __future__ import annotations
 
@@ -13,13 +16,13 @@ import gradio as gr
 
 from app import i18n
 from app.choices import dataset_choices, generation_model_choices
-from app.eval_render import (EXAMPLE_COLUMNS, eval_choices, examples_frame, model_b_choices,
+from app.eval_render import (EXAMPLES_CSS, dataset_note, eval_choices, examples_html, model_b_choices,
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
-                             win_figure)
+                             status_message, win_figure, win_note)
 from app.formatting import error_markdown, status_text
 from app.tab_polls import TabPolls
 from backend import evals
-from backend.runs import jobs
+from backend.runs.checkpoints import checkpoints
 from backend.runs.store import RUN_PREFIX, RunStore
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ def model_options(store: RunStore, lang: str = i18n.DEFAULT) -> list[tuple[str, 
         if run.active or not run.config.spec.writes_answers:
             continue
         out += [(i18n.text("eval.checkpoint_choice", lang, name=run.name, step=step, id=run.id),
-                 f"{RUN_PREFIX}{run.id}@{step}") for step, _ in jobs.checkpoints(store, run.id)]
+                 f"{RUN_PREFIX}{run.id}@{step}") for step, _ in checkpoints(store, run.id)]
     return out
 
 
@@ -67,6 +70,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                        "eval.models", choices=lambda lang: model_options(store, lang))
             dataset = t(gr.Dropdown(value="demo-math", allow_custom_value=True, elem_id="eval-dataset"),
                         "eval.dataset", choices=lambda lang: dataset_options(store, lang))
+            note = gr.HTML("", elem_id="eval-dataset-note")
             with gr.Row():
                 prompt_column = t(gr.Textbox(elem_id="eval-prompt-column"), "eval.prompt_column",
                                   placeholder="eval.auto")
@@ -96,18 +100,19 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
             select = t(gr.Dropdown(choices=eval_choices(store), value=None, elem_id="eval-select"), "eval.select")
             progress = gr.HTML(progress_html(None), elem_id="eval-progress")
             results = t(gr.Dataframe(interactive=False, wrap=True, elem_id="eval-results"), "eval.results")
+            explained = gr.Markdown("", elem_id="eval-win-note", elem_classes=["wb-help"])
             wins = gr.Plot(show_label=False, elem_id="eval-wins")
             with gr.Row():
                 category = t(gr.Radio(list(evals.CATEGORIES), value="all", elem_id="eval-category"), "eval.examples",
                              choices=[(f"eval.category.{c.replace(' ', '_')}", c) for c in evals.CATEGORIES])
                 other = t(gr.Dropdown(choices=[], value=None, elem_id="eval-other"), "eval.model_b")
-            table = t(gr.Dataframe(headers=EXAMPLE_COLUMNS, interactive=False, wrap=True, max_height=460,
-                                   elem_id="eval-examples"), "eval.examples")
+            table = gr.HTML("", css_template=EXAMPLES_CSS, elem_id="eval-examples")
             with gr.Row():
                 jsonl = t(gr.Button(elem_id="eval-download-jsonl"), "eval.predictions_jsonl", "value")
                 parquet = t(gr.Button(elem_id="eval-download-parquet"), "eval.predictions_parquet", "value")
             file = t(gr.File(interactive=False, visible=False, elem_id="eval-file"), "common.download")
-    shown = gr.State(None)  # (id, status, done) last rendered: the poll skips an unchanged evaluation
+    shown = gr.State(None)  # (id, status, done, ...) last rendered: the poll skips an unchanged evaluation
+    announced = gr.State(None)  # the evaluation the line under Start is about: it follows it to its end
 
     def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,
                  name_v, request: gr.Request = None):
@@ -125,24 +130,24 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
         except evals.EvalError as err:
-            return {message: error_markdown(err.errors, cannot, lang)}
+            return {message: error_markdown(err.errors, cannot, lang), announced: None}
         except ValueError as err:
-            return {message: error_markdown([str(err)], cannot, lang)}
+            return {message: error_markdown([str(err)], cannot, lang), announced: None}
         except Exception as err:  # never a traceback in the page; the log has it
             log.exception("starting an evaluation failed")
             return {message: error_markdown([html.escape(f"{type(err).__name__}: {err}")],
-                                                  i18n.text("eval.could_not_start", lang), lang)}
-        return {message: i18n.text("eval.started", lang, name=e.name, id=e.id, status=status_text(e.status, lang)),
+                                                  i18n.text("eval.could_not_start", lang), lang), announced: None}
+        return {message: status_message(e, lang), announced: e.id,
                 select: gr.update(choices=eval_choices(store), value=e.id)}
 
-    def render(eval_id, category_v, other_v, last, lang=i18n.DEFAULT):
+    def render(eval_id, category_v, other_v, last, about=None, lang=i18n.DEFAULT):
         if not eval_id:
             return {progress: progress_html(None, lang), shown: None}
         try:
             e = evals.get_eval(store, eval_id)
         except KeyError:
             return {progress: progress_html(None, lang), shown: None}
-        key = (e.id, e.status, e.done, category_v, other_v, lang)
+        key = (e.id, e.status, e.done, e.message, category_v, other_v, lang)
         if key == last:
             return {shown: last}
         rows = evals.answers(store, e.id)
@@ -150,28 +155,35 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
         choices = model_b_choices(e)
         b = other_v if other_v in {v for _, v in choices} else (choices[0][1] if choices else 1)
         frame = results_frame(summary, lang)
+        # the line under Start follows the evaluation it started (and only that one)
+        said = {message: status_message(e, lang)} if about == e.id else {}
         return {progress: progress_html(e, lang),
                 results: gr.update(value=frame, column_widths=results_widths(frame)),
+                explained: win_note(summary, lang),
                 wins: win_figure(summary, lang),
                 other: gr.update(choices=choices, value=b if choices else None),
-                table: examples_frame(rows, summary, category_v, b, lang), shown: key}
+                table: examples_html(rows, summary, category_v, b, lang), shown: key, **said}
 
-    def on_view(eval_id, category_v, other_v, request: gr.Request = None):
-        return render(eval_id, category_v, other_v, None, i18n.lang_of(request))
+    def on_view(eval_id, category_v, other_v, about, request: gr.Request = None):
+        return render(eval_id, category_v, other_v, None, about, i18n.lang_of(request))
+
+    def on_note(models_v, dataset_v, request: gr.Request = None):
+        return dataset_note(store, models_v, dataset_v, i18n.lang_of(request))
 
     def on_stop(eval_id, request: gr.Request = None):
         lang = i18n.lang_of(request)
         if not eval_id:
             return {message: i18n.text("eval.select_first", lang)}
         outcome = evals.stop_eval(store, eval_id)
-        return {message: i18n.text("eval.stopped", lang, id=eval_id, outcome=status_text(outcome, lang))}
+        return {message: i18n.text("eval.stopped", lang, id=eval_id, outcome=status_text(outcome, lang)),
+                announced: None}
 
-    def poll(eval_id, category_v, other_v, last, request: gr.Request = None):
+    def poll(eval_id, category_v, other_v, last, about, request: gr.Request = None):
         lang = i18n.lang_of(request)
         # a finished evaluation is drawn once, unless the session's language changed since
         if not eval_id or (last and last[0] == eval_id and last[1] in evals.FINAL and last[-1] == lang):
             return {shown: last}
-        return render(eval_id, category_v, other_v, last, lang)
+        return render(eval_id, category_v, other_v, last, about, lang)
 
     def download(kind):
         def handler(eval_id, request: gr.Request = None):
@@ -181,18 +193,24 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
             e = evals.get_eval(store, eval_id)
             out = store.workspace / "evals" / f"{e.id}-predictions.{kind}"
             evals.write_predictions(evals.answers(store, e.id), e.info.get("models") or e.spec.models, out)
-            return {file: gr.update(value=str(out), visible=True), message: i18n.text("eval.written", lang, path=out)}
+            return {file: gr.update(value=str(out), visible=True), message: i18n.text("eval.written", lang, path=out),
+                    announced: None}
         return handler
 
-    view_outputs = [progress, results, wins, other, table, shown]
+    view_outputs = [progress, results, explained, wins, other, table, shown, message]
     start.click(on_start, [models, dataset, prompt_column, reference_column, scorers, limit, max_new_tokens,
-                           batch_size, sample, temperature, top_p, samples, seed, name], [message, select])
-    stop.click(on_stop, select, message)
+                           batch_size, sample, temperature, top_p, samples, seed, name], [message, select, announced])
+    stop.click(on_stop, select, [message, announced])
     for trigger in (select.change, category.change, other.input):
-        trigger(on_view, [select, category, other], view_outputs, show_progress="hidden")
-    polls.add("evaluate", poll, [select, category, other, shown], view_outputs, show_progress="hidden")
-    jsonl.click(download("jsonl"), select, [file, message])
-    parquet.click(download("parquet"), select, [file, message])
+        trigger(on_view, [select, category, other, announced], view_outputs, show_progress="hidden")
+    polls.add("evaluate", poll, [select, category, other, shown, announced], view_outputs, show_progress="hidden")
+    # the note next to the set: on either field's change (an "Evaluate" from a run fills both), and once more
+    # when the tab is opened or the language changes
+    for trigger in (models.change, dataset.change):
+        trigger(on_note, [models, dataset], note, show_progress="hidden")
+    polls.add("evaluate", on_note, [models, dataset], note, show_progress="hidden")
+    jsonl.click(download("jsonl"), select, [file, message, announced])
+    parquet.click(download("parquet"), select, [file, message, announced])
     return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, select=select)
 
 

@@ -19,10 +19,15 @@ from app.reward_editor import RewardSourcesEditor
 from backend.config import (GROUP_TITLES, ConfigError, RunConfig, build_config, choices, field_paths, get_path,
                             set_path)
 from backend.config import bounds as setting_bounds
+from backend.core.mode_registry import GENERATING_EVAL_MODES
 from backend.rewards.spec import RewardSourceConfig
 
 FIELDS = dict(field_paths())
 PATHS = list(FIELDS)
+# Settings that apply to some of their modes only while a switch is on: {path: (those modes, the switch's path)}.
+# SFT, DPO and KTO learn nothing from reward sources: they only score the answers generated at evaluation.
+ONLY_WITH = {"reward_sources": (GENERATING_EVAL_MODES, "eval.generate")}
+SWITCHES = list(dict.fromkeys(switch for _, switch in ONLY_WITH.values()))
 
 
 class SettingNumber(gr.Number):
@@ -143,10 +148,16 @@ def _section_title(section: str) -> str:
     return info.title or section
 
 
-def shown_for(path: str, mode: str) -> bool:
-    """Whether a setting applies to a training mode (settings without `modes` apply to all)."""
+def shown_for(path: str, mode: str, switches: dict | None = None) -> bool:
+    """Whether a setting applies to a training mode (settings without `modes` apply to all) and, for one of
+    ONLY_WITH, to the `switches` ({path: value}; a switch not given: its default)."""
     modes = modes_of(path)
-    return modes is None or mode in modes
+    if modes is not None and mode not in modes:
+        return False
+    if path in ONLY_WITH and mode in ONLY_WITH[path][0]:
+        switch = ONLY_WITH[path][1]
+        return bool((switches or {}).get(switch, default_value(switch)))
+    return True
 
 
 @dataclass
@@ -274,13 +285,20 @@ class SettingsForm:
         return c.container if isinstance(c, RewardSourcesEditor) else c
 
     def mode_outputs(self) -> list:
-        """The components and section blocks whose visibility depends on the training mode."""
+        """The components and section blocks whose visibility depends on the training mode (and SWITCHES)."""
         return [self._shown(p) for p in self._mode_paths()] + [s.container for s in self._mode_sections()]
 
-    def mode_updates(self, mode: str) -> dict:
-        """Visibility updates for `mode_outputs()`: only the settings that apply to `mode` are shown."""
-        return ({self._shown(p): gr.update(visible=shown_for(p, mode)) for p in self._mode_paths()}
-                | {s.container: gr.update(visible=any(shown_for(p, mode) for p in s.paths))
+    @property
+    def switches(self) -> list[gr.Component]:
+        """The settings some others are shown only with (SWITCHES): `mode_updates` reads their values too."""
+        return [self.components[p] for p in SWITCHES]
+
+    def mode_updates(self, mode: str, switch_values: Sequence | None = None) -> dict:
+        """Visibility updates for `mode_outputs()`: only the settings that apply to `mode` (and to the values of
+        `switches`, in that order; None: their defaults) are shown."""
+        on = dict(zip(SWITCHES, switch_values)) if switch_values is not None else None
+        return ({self._shown(p): gr.update(visible=shown_for(p, mode, on)) for p in self._mode_paths()}
+                | {s.container: gr.update(visible=any(shown_for(p, mode, on) for p in s.paths))
                    for s in self._mode_sections()})
 
 
@@ -296,8 +314,11 @@ def _data_from_values(values: Sequence) -> tuple[dict, list[str], set[str]]:
     if len(values) != len(PATHS):
         raise ValueError(f"expected {len(PATHS)} values, got {len(values)}")
     data, errors, bad_rows = {}, [], set()
+    by_path = dict(zip(PATHS, values))
     for path, value in zip(PATHS, values):
         ann = FIELDS[path].annotation
+        if path in ONLY_WITH and not shown_for(path, by_path.get("mode"), {s: bool(by_path[s]) for s in SWITCHES}):
+            value = [] if is_source_list(path) else default_value(path)  # hidden, so not part of the run
         if ann in (int, float):
             if value is None or value == "":
                 errors.append(f"{path}: empty; enter a number (default {default_value(path)})")

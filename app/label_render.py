@@ -40,11 +40,17 @@ def prompt_html(prompt) -> str:
     return markdown_html(str(prompt))
 
 
-def card(elem_id: str, inner: str, kind: str, header: str | None = None) -> str:
+def card(elem_id: str, inner: str, kind: str, header: str | None = None, note: str = "") -> str:
     """A box whose element `elem_id` holds only the content (Gradio's own block around it also holds a
-    progress timer, which would otherwise show up in the element's text)."""
+    progress timer, which would otherwise show up in the element's text). `note` (Markdown), in an empty box:
+    why it is empty, in the box but outside `elem_id`'s element (`#label-reason`), so the content stays empty."""
     head = f'<div class="wb-side">{html.escape(header)}</div>' if header else ""
     empty = "" if inner.strip() else " wb-label-empty"
+    if note.strip() and not inner.strip():
+        why = markdown_html(note).replace("<p>", '<p style="margin: 0">')
+        return (f'{head}<div class="wb-label-card wb-label-{kind}{empty}"><div id="{elem_id}"></div>'
+                f'<div id="label-reason" class="wb-label-reason" style="color: var(--body-text-color-subdued)">'
+                f'{why}</div></div>')
     return f'{head}<div id="{elem_id}" class="wb-label-card wb-label-{kind}{empty}">{inner}</div>'
 
 

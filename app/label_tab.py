@@ -99,12 +99,14 @@ def session_layout(ui: LabelUI, s: LabelSession | None) -> dict:
             ui.resume: gr.update(visible=s is not None and s.status == "failed")}
 
 
-def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str = i18n.DEFAULT) -> dict:
-    """The prompt and answer cards for `item` (empty cards while there is none)."""
+def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str = i18n.DEFAULT,
+          reason: str = "") -> dict:
+    """The prompt and answer cards for `item`; while there is none, empty cards, the prompt's saying why
+    (`reason`: where the item would be, not below the fold)."""
     a_title = i18n.text("label.card.answer", lang) if single else "A"
     prompt = i18n.text("label.card.prompt", lang)
     if item is None:
-        return {ui.prompt: card("label-prompt", "", "prompt", prompt),
+        return {ui.prompt: card("label-prompt", "", "prompt", prompt, note=reason),
                 ui.answer_a: card("label-answer-a", "", "answer", a_title),
                 ui.answer_b: card("label-answer-b", "", "answer", "B")}
     return {ui.prompt: card("label-prompt", prompt_html(item.prompt), "prompt", prompt),
@@ -137,8 +139,9 @@ def render(ui: LabelUI, store: RunStore, v: LabelView, item: LabelItem | None, m
                 ui.view: replace(v, item_id=None)}
     v = replace(v, item_id=item.id if item else None)
     single = labeling.get_session(store, v.session_id).mode == "single"
-    return ({ui.item_box: str(item.id) if item else None} | boxes(ui, item, single, v.lang)
-            | around(ui, store, v, item is not None, message, force))
+    rest = around(ui, store, v, item is not None, message, force)
+    reason = "" if item else rest[ui.view].shown_status
+    return {ui.item_box: str(item.id) if item else None} | boxes(ui, item, single, v.lang, reason) | rest
 
 
 def join(ui: LabelUI, store: RunStore, v: LabelView, session_id: str | None, message: str | None = None) -> dict:
@@ -312,6 +315,9 @@ def on_tick(ui: LabelUI, store: RunStore, v: LabelView, request: gr.Request = No
             return render(ui, store, v, item, "")
     # the item on the page stays; only the progress, count and status follow the store
     rest = around(ui, store, v, v.item_id is not None)
+    if v.item_id is None and ui.status in rest:  # no item: the card says why, as the status does
+        single = labeling.get_session(store, v.session_id).mode == "single"
+        rest |= boxes(ui, None, single, v.lang, rest[ui.status])
     return rest if len(rest) > 1 else gr.skip()  # the view alone: nothing changed
 
 

@@ -1,4 +1,5 @@
-"""Metric charts: every metric a run logs, one subplot each, raw points and an EMA-smoothed line.
+"""Metric charts: every metric a run logs, one subplot each, raw points and an EMA-smoothed line (a schedule such
+as the learning rate: its logged values alone).
 
 Plain functions over store rows ({id, step, name, value, time}); no gradio here, so they are unit-tested.
 """
@@ -29,6 +30,9 @@ MAX_POINTS = 2000  # per metric on screen; the EMA is computed on every point be
 STEP_TIME = "step time (s): generate · score · update"
 PHASE_COLORS = {"timing/generate_s": "#6366f1", "timing/score_s": "#f59e0b", "timing/update_s": "#10b981"}
 ROW_HEIGHT = 240
+# Schedules the trainer sets rather than measures (the learning rate's warm-up and decay): drawn as logged, since an
+# EMA of a schedule only lags it and bends its corners
+UNSMOOTHED = ("learning_rate", "epoch")
 
 Series = dict[str, tuple[list[int], list[float]]]  # metric name -> (steps, finite values)
 
@@ -51,6 +55,11 @@ def ema(values: Iterable[float], alpha: float = 0.3) -> list[float]:
         den = (1 - alpha) * den + 1
         out.append(num / den)
     return out
+
+
+def smoothed(name: str) -> bool:
+    """Whether a metric's chart draws an EMA over its raw points (a schedule is drawn raw only)."""
+    return name.rsplit("/", 1)[-1] not in UNSMOOTHED
 
 
 def add_rows(series: Series, rows: Iterable[dict]) -> Series:
@@ -217,19 +226,23 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
             _add_step_time_bars(fig, series, dict(row=i // cols + 1, col=i % cols + 1), max_points)
             continue
         steps, values = series[name]
-        smooth = ema(values, alpha)
         xs, raw = _thin(steps, values, max_points)
-        _, smoothed = _thin(steps, smooth, max_points)
         where = dict(row=i // cols + 1, col=i % cols + 1)
         _axes(fig, where, steps, values)
-        first = i == 0
-        fig.add_trace(go.Scatter(x=xs, y=raw, name="raw", mode="lines+markers", legendgroup="raw",
-                                 showlegend=first, line=dict(color=RAW_COLOR, width=1),
-                                 marker=dict(color=RAW_COLOR, size=4),
-                                 hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>raw</extra>"), **where)
-        fig.add_trace(go.Scatter(x=xs, y=smoothed, name=f"smoothed (EMA α={alpha})", mode="lines",
-                                 legendgroup="smoothed", showlegend=first, line=dict(color=SMOOTH_COLOR, width=2),
-                                 hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
+        if not smoothed(name):  # a schedule: its logged values as one line, nothing averaged
+            fig.add_trace(go.Scatter(x=xs, y=raw, name="as logged", mode="lines", legendgroup="as logged",
+                                     showlegend=False, line=dict(color=SMOOTH_COLOR, width=2),
+                                     hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), **where)
+        else:
+            _, smooth = _thin(steps, ema(values, alpha), max_points)
+            fig.add_trace(go.Scatter(x=xs, y=raw, name="raw", mode="lines+markers", legendgroup="raw",
+                                     showlegend=_new_group(fig, "raw"), line=dict(color=RAW_COLOR, width=1),
+                                     marker=dict(color=RAW_COLOR, size=4),
+                                     hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>raw</extra>"), **where)
+            fig.add_trace(go.Scatter(x=xs, y=smooth, name=f"smoothed (EMA α={alpha})", mode="lines",
+                                     legendgroup="smoothed", showlegend=_new_group(fig, "smoothed"),
+                                     line=dict(color=SMOOTH_COLOR, width=2),
+                                     hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
         budget = (budgets or {}).get(name.removeprefix("cost/").removesuffix("/mean")) \
             if name.startswith("cost/") else None
         if budget is not None and xs:
@@ -251,6 +264,11 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
         fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",
                                      y=1.0, yanchor="top", yref="container", pad=dict(t=8, l=8)))
     return fig
+
+
+def _new_group(fig: go.Figure, group: str) -> bool:
+    """Whether no trace of legend group `group` is in `fig` yet (its first trace is the one the legend shows)."""
+    return not any(t.legendgroup == group for t in fig.data)
 
 
 def _add_step_time_bars(fig: go.Figure, series: Series, where: dict, max_points: int) -> None:
@@ -299,15 +317,19 @@ def overlay_figure(runs: list[tuple[str, Series]], alpha: float = 0.3, max_point
             if not values:
                 continue
             xs, raw = _thin(steps, values, max_points)
-            _, smoothed = _thin(steps, ema(values, alpha), max_points)
             where = dict(row=i // cols + 1, col=i % cols + 1)
-            fig.add_trace(go.Scatter(x=xs, y=raw, mode="markers", legendgroup=label, showlegend=False,
-                                     marker=dict(color=_faint(color), size=4), name=label,
-                                     hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>raw</extra>"),
-                          **where)
-            fig.add_trace(go.Scatter(x=xs, y=smoothed, mode="lines", legendgroup=label,
+            if smoothed(name):
+                _, line = _thin(steps, ema(values, alpha), max_points)
+                fig.add_trace(go.Scatter(x=xs, y=raw, mode="markers", legendgroup=label, showlegend=False,
+                                         marker=dict(color=_faint(color), size=4), name=label,
+                                         hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>raw</extra>"),
+                              **where)
+            else:  # a schedule: the line is the logged values themselves
+                line = raw
+            fig.add_trace(go.Scatter(x=xs, y=line, mode="lines", legendgroup=label,
                                      showlegend=not shown_in_legend, name=label, line=dict(color=color, width=2),
-                                     hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"),
+                                     hovertemplate=f"{label}<br>{name} step %{{x}}: %{{y:.4g}}<extra>"
+                                                   f"{'EMA' if smoothed(name) else ''}</extra>"),
                           **where)
             shown_in_legend = True
     _style(fig, top=70, legend_x="left")

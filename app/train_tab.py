@@ -6,6 +6,8 @@ session started lives in its own gr.State (TrainSession); the run store is the o
 from __future__ import annotations
 
 import functools
+import html
+import json
 import logging
 import re
 import time
@@ -21,7 +23,7 @@ from app.choices import UPLOAD_TYPES, dataset_choices, generation_model_choices,
 from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html, status_text
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from app.tab_polls import TabPolls
-from backend.runs import jobs
+from backend.runs import jobs, preflight
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.doctor import fix_text
 from backend.modes import available_modes
@@ -137,6 +139,32 @@ def column_widths(df: pd.DataFrame) -> list[str]:
     return widths
 
 
+ROW_CHARS = 20_000  # per value of a clicked row shown in full
+
+
+def _full_text(value) -> str:
+    """One value of a dataset row as text: a conversation turn by turn, other lists and mappings as JSON."""
+    if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
+        return "\n\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, indent=1)
+    return "" if value is None else str(value)
+
+
+def row_html(row: dict, n: int, lang: str = i18n.DEFAULT, note: str = "") -> str:
+    """A dataset row in full under the preview: each column's whole text, wrapped."""
+    parts = []
+    for column, value in row.items():
+        text = _full_text(value)
+        text = text if len(text) <= ROW_CHARS else text[:ROW_CHARS - 1] + "…"
+        parts.append(f'<div class="wb-row-col"><b>{html.escape(str(column))}</b>'
+                     f'<div style="white-space: pre-wrap; overflow-wrap: anywhere; margin: 2px 0 8px 0">'
+                     f'{html.escape(text)}</div></div>')
+    tail = f'<div class="wb-dim">{html.escape(note)}</div>' if note else ""
+    return (f'<div class="wb-row-full" data-row="{n}"><div class="wb-section"><b>'
+            f'{html.escape(i18n.text("train.row_title", lang, n=n))}</b></div>{"".join(parts)}{tail}</div>')
+
+
 def format_text(info, error: str | None, mode: str, lang: str = i18n.DEFAULT) -> str:
     """The dataset's format line (what the data layer says about it stays English)."""
     t = functools.partial(i18n.text, lang=lang)
@@ -201,6 +229,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             data_preview = gr.Dataframe(value=pd.DataFrame(), interactive=False, wrap=True, max_height=320,
                                         max_chars=PREVIEW_CHARS, show_row_numbers=True,
                                         elem_id="dataset-preview", show_label=False)
+            data_row = gr.HTML("", elem_id="dataset-row")  # a clicked row in full (the cells show the start)
             show_example = words.add(gr.Button(elem_id="show-example", size="sm"), "train.show_example", "value")
             example = gr.HTML("", elem_id="dataset-example")
             with gr.Row():
@@ -228,7 +257,9 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             return {data_preview: pd.DataFrame(), data_format: format_text(None, e.errors[0], mode, lang)}
         df, info, error = preview(dataset, mode, workspace=workspace, n=5, options=options)
         text = format_text(info, error, mode, lang)
-        out = {data_preview: gr.update(value=df, column_widths=column_widths(df))} | folder_choices(dataset)
+        hint = f'<div class="wb-dim">{html.escape(i18n.text("train.row_hint", lang))}</div>' if len(df) else ""
+        out = {data_preview: gr.update(value=df, column_widths=column_widths(df)), data_row: hint} \
+            | folder_choices(dataset)
         current, unreadable = parse_sources(sources_from_values(source_values))
         if info is not None and mode in RL_MODES and not unreadable and is_suggestion(current):
             # an RL run needs a reward: start from one this dataset supports (an earlier suggestion nobody
@@ -236,7 +267,25 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             suggested, why = suggested_sources(list(df.columns))  # every column, not only the format's
             out |= sources.updates_for(suggested)
             text += "\n\n" + i18n.text("train.reward_prefilled", lang, why=why)
+            if sources_from_values(source_values) != sources_from_values(sources.read(out)):
+                # the estimate beside it read the sources before these: it follows this event (see the wiring)
+                out[memory] = i18n.text("train.memory_estimating", lang)
         return out | {data_format: text}
+
+    def on_row(shown, dataset, mode, *data_values, evt: gr.SelectData, request: gr.Request = None):
+        """A clicked preview row in full: the cells show each value's start only (the row is read again)."""
+        from backend.data import prepare_dataset
+
+        lang = i18n.lang_of(request)
+        index = int(evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
+        try:
+            ds, _ = prepare_dataset(dataset, mode, workspace, data_options(data_values))
+            row, note = ds[index], ""
+        except Exception as e:  # noqa: BLE001 - the shown (shortened) values still say something
+            log.debug("reading preview row %s again failed", index, exc_info=True)
+            row = shown.iloc[index].to_dict() if isinstance(shown, pd.DataFrame) and index < len(shown) else {}
+            note = i18n.text("train.row_clipped", lang, error=e)
+        return row_html(row, index + 1, lang, note)
 
     def folder_choices(dataset) -> dict:
         """A LLaMA-Factory data folder's datasets offered in the dataset list once the folder is given."""
@@ -265,10 +314,10 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             return example_html([], error=i18n.text("train.template_failed", lang, error=e), lang=lang)
         return example_html(rendered, lang=lang)
 
-    def on_mode(mode, dataset):
+    def on_mode(mode, dataset, *switches):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
         swap = builtin_for_mode(dataset, mode, workspace)
-        return form.mode_updates(mode) | ({c["dataset"]: swap} if swap else {})
+        return form.mode_updates(mode, switches) | ({c["dataset"]: swap} if swap else {})
 
     def on_upload(path, request: gr.Request = None):
         lang = i18n.lang_of(request)
@@ -313,7 +362,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         try:
             # only these are read, and an RL mode alone would not validate (it needs reward sources)
             settings = build_config({"data": data["data"], "seed": data["seed"]})
-            jobs.preflight(RunConfig.model_construct(**sources, data=settings.data, seed=settings.seed), workspace)
+            preflight.preflight(RunConfig.model_construct(**sources, data=settings.data, seed=settings.seed), workspace)
         except ConfigError as e:
             return e.errors
         except Exception:  # the real start reports these; this is only a courtesy
@@ -365,7 +414,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         from backend.models import ModelError
 
         try:
-            estimate = jobs.memory_estimate(config, workspace)
+            estimate = preflight.memory_estimate(config, workspace)
         except ModelError as e:
             line = memory_markdown(None, why_not=str(e), lang=lang)
         else:
@@ -432,7 +481,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             config = form.config_from(values)
             if not config.spec.online_rl:
                 return {reward_check: gr.update(value=i18n.text("doctor.rl_only", lang), visible=True), **hidden}
-            jobs.preflight(config, workspace)
+            preflight.preflight(config, workspace)
             report = check_rewards(config, workspace, loaded=MODELS.get(config.model))
         except ConfigError as e:
             return {reward_check: gr.update(value=error_markdown(e.errors, lang=lang), visible=True), **hidden}
@@ -471,15 +520,24 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     data_inputs = [c[p] for p in DATA_PATHS]
     sources = next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor))
     preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs, *sources.inputs],
-                      outputs=[data_preview, data_format, c["dataset"], *sources.outputs])
-    gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(data_inputs)], on_preview, **preview_io,
-          show_progress="minimal", show_progress_on=data_preview)
-    # every setting counts for memory: the same edit events, over the whole form
+                      outputs=[data_preview, data_format, data_row, memory, c["dataset"], *sources.outputs])
+    previewed = gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(data_inputs)], on_preview,
+                      **preview_io, show_progress="minimal", show_progress_on=data_preview)
+    # every setting counts for memory. A new dataset or mode (and the data settings) may pre-fill the reward
+    # sources (an RL mode's from the dataset): the estimate follows the preview that fills them, never runs beside
+    # it, or it reads the sources before them ("add at least one source" next to the one just shown)
     memory_io = dict(inputs=form_values, outputs=memory)
-    gr.on([c["dataset"].change, c["mode"].change, c["model"].change, *forms.edit_events(form.inputs)], on_memory,
+    previewed.then(on_memory, **memory_io, show_progress="hidden")
+    via_preview = {c["dataset"], c["mode"], *data_inputs}
+    gr.on([c["model"].change, *forms.edit_events([x for x in form.inputs if x not in via_preview])], on_memory,
           **memory_io, show_progress="hidden", trigger_mode="always_last")
-    c["mode"].change(on_mode, [c["mode"], c["dataset"]], [*form.mode_outputs(), c["dataset"]],
+    # a setting shown only with another (reward sources in SFT / DPO / KTO: with eval.generate) follows both
+    c["mode"].change(on_mode, [c["mode"], c["dataset"], *form.switches], [*form.mode_outputs(), c["dataset"]],
                      show_progress="hidden")
+    gr.on([switch.change for switch in form.switches], lambda mode, *on: form.mode_updates(mode, on),
+          [c["mode"], *form.switches], form.mode_outputs(), show_progress="hidden")
+    data_preview.select(on_row, [data_preview, c["dataset"], c["mode"], *data_inputs], data_row,
+                        show_progress_on=data_row)
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
     start_event = start.click(on_start, form_values, [message, session, status, started], concurrency_limit=None)
     stop.click(on_stop, [session, runs_view], [status, session, message])

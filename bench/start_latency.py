@@ -2,7 +2,8 @@
 """From the Start click to the first point on the live plot, in a real chromium driving the real UI, on the
 embedded model with the Train tab's SFT defaults: cold (every run starts a supervisor, `accelerate launch` and a
 worker that imports torch, transformers and TRL) and warm (the server keeps a supervisor waiting with those
-imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; targets: cold <= 12 s, warm <= 5 s.
+imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; targets: cold <=
+12 s, warm <= 5 s.
 
   .venv/bin/python bench/start_latency.py [--repeats 5] [--modes cold,warm]
 

@@ -135,8 +135,9 @@ def _k(db, session_id: str) -> tuple[int, str]:
 
 
 def claim_next(store: RunStore, session_id: str, annotator: str, client: str | None = None) -> LabelItem | None:
-    """The item this client should label now: its open assignment, else a newly claimed ready item;
-    None when nothing is ready for it (generation behind, every item labeled, or the rest held by others)."""
+    """The item this client should label now: its open assignment, else a newly claimed ready item, else one the
+    same annotator holds in another client (their older tab: taken over, so it is not held twice); None when
+    nothing is ready for it (generation behind, every item labeled, or the rest held by others)."""
     annotator = (annotator or "").strip() or "anonymous"
     client = client or annotator
     now = time.time()
@@ -165,6 +166,21 @@ def claim_next(store: RunStore, session_id: str, annotator: str, client: str | N
             "     AND a.client != ?) < ? "
             "ORDER BY i.idx LIMIT 1",
             (session_id, client, annotator, now - STALE_ASSIGNMENT_S, client, k)).fetchone()
+        if row is None and annotator != "anonymous":
+            # nothing else left: an item this annotator holds in another tab or browser (an older tab left
+            # open, a closed one not yet stale) is theirs to take here ("anonymous" names no one in particular)
+            row = db.execute(
+                "SELECT i.* FROM label_items i JOIN label_assignments a ON a.item_id=i.id "
+                "WHERE i.session_id=? AND i.status != 'new' AND a.annotator=? AND a.client != ? "
+                "AND a.assigned_at>=? "
+                "AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.item_id=i.id AND l.undone=0 "
+                "                AND (l.client=? OR l.annotator=?)) "
+                "AND (SELECT COUNT(*) FROM labels l WHERE l.item_id=i.id AND l.undone=0) < ? "
+                "ORDER BY i.idx LIMIT 1",
+                (session_id, annotator, client, now - STALE_ASSIGNMENT_S, client, annotator, k)).fetchone()
+            if row is not None:  # the other tab's claim moves here: the item is not held twice
+                db.execute("DELETE FROM label_assignments WHERE item_id=? AND annotator=? AND client != ?",
+                           (row["id"], annotator, client))
         if row is None:
             return None
         db.execute("INSERT OR REPLACE INTO label_assignments (item_id, session_id, client, annotator, assigned_at) "

@@ -173,8 +173,53 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
     assert "No evaluation selected" in progress_html(None) and "未选择评估" in progress_html(None, "zh")
 
 
+def test_the_note_next_to_the_set_says_plainly_whether_a_run_trained_on_it(tmp_path):
+    from app.eval_render import dataset_note, prefill
+    from backend.config import build_config
+
+    store = RunStore(tmp_path)
+    plain = store.create_run(build_config({"mode": "sft", "dataset": "demo-math", "name": "plain"}))
+    filled = prefill(store, plain.id)
+    note = dataset_note(store, filled["models"], filled["dataset"])
+    assert filled["dataset"] == "demo-math" and 'id="eval-dataset-training"' in note
+    assert "This is the data plain trained on" in note and "held nothing out" in note
+    assert "训练所用的数据" in dataset_note(store, [f"run:{plain.id}@2"], "demo-math", "zh")  # a checkpoint too
+    assert dataset_note(store, ["base", f"run:{plain.id}"], "demo-sft-instructions") == ""  # another set
+    held = store.create_run(build_config({"mode": "sft", "name": "held", "eval": {"split": 0.1}}))
+    note = dataset_note(store, ["base", f"run:{held.id}"], prefill(store, held.id)["dataset"])
+    assert "The 10% of demo-sft-instructions that held held out" in note and "never trained" in note
+    assert "eval-dataset-training" not in note
+    own = store.create_run(build_config({"mode": "sft", "name": "own", "eval": {"dataset": "demo-math"}}))
+    assert prefill(store, own.id)["dataset"] == "demo-math"
+    assert "evaluation set of own" in dataset_note(store, [f"run:{own.id}"], "demo-math")
+
+
+def test_the_progress_and_the_start_line_say_what_the_evaluation_is_doing_until_it_ends():
+    from app.eval_render import progress_html, status_message
+    from backend.evals.store import Evaluation
+
+    spec = build_spec({"models": ["base", "run:x"], "dataset": "demo-math"})
+
+    def ev(status, message, done=0, error=None):
+        return Evaluation("eval-1", "mine", status, spec, 0.0, done=done, total=6, message=message, error=error)
+
+    assert "waiting for a free slot (0/6 answers)" in progress_html(ev("queued", "Queued"))
+    loading = progress_html(ev("running", "Loading base (tiny)"))
+    assert "loading base (tiny) and generating its first answers… (0/6 answers)" in loading and "Loading" not in loading
+    assert "wb-busy" in loading  # nothing answered yet: the bar moves
+    going = progress_html(ev("running", "run-x: 4/6 answers, about 12 s left", 4))
+    assert "generating answers with run-x, about 12 s left (4/6 answers)" in going
+    assert "正在用 run-x 生成回答，约剩 12 s" in progress_html(ev("running", "run-x: 4/6 answers, about 12 s left", 4), "zh")
+    assert "completed (6/6 answers)" in progress_html(ev("completed", "Completed: 6 answers", 6))
+    assert "failed — CUDA out of memory" in progress_html(ev("failed", "Failed", 2, "CUDA out of memory"))
+    assert status_message(ev("running", "Starting")) == "Started **mine** (`eval-1`): running."
+    assert status_message(ev("completed", "Completed: 6 answers", 6)) == "Evaluation **mine** (`eval-1`): completed."
+    assert status_message(ev("failed", "Failed", 0, "boom")).endswith("failed. boom")
+    assert "已完成" in status_message(ev("completed", "", 6), "zh")
+
+
 def test_the_results_and_examples_tables_speak_the_session_language():
-    from app.eval_render import examples_frame, results_frame, win_figure
+    from app.eval_render import examples_html, results_frame, win_figure, win_note
     from backend.evals.results import summarize
     from backend.evals.store import Answer
 
@@ -182,10 +227,22 @@ def test_the_results_and_examples_tables_speak_the_session_language():
                for m in range(2) for r in range(2)]
     summary = summarize(answers, ["base", "run:x"], ["numeric_match"], ["numeric_match"], "numeric_match")
     zh = results_frame(summary, "zh")
-    assert list(zh.columns) == ["模型", "行数", "numeric_match", "对 base 的胜 / 平 / 负"] and zh.iloc[0, -1] == "基线"
-    assert list(results_frame(summary).columns)[:2] == ["model", "rows"]
-    examples = examples_frame(answers, summary, "all", 1, "zh")
-    assert list(examples.columns)[:2] == ["行", "判定"] and set(examples["判定"]) == {"A 更好", "B 更好"}
+    assert list(zh.columns) == ["模型", "行数", "numeric_match", "对基线的胜率（胜 / 平 / 负）"] and zh.iloc[0, -1] == "基线"
+    en = results_frame(summary)
+    assert list(en.columns) == ["model", "rows", "numeric_match", "win rate vs baseline (win / tie / loss)"]
+    assert en.iloc[1, -1] == "0.50 (1 / 0 / 1)"  # wins plus half the ties, over the rows both answered
+    note = win_note(summary)
+    assert "**Win rate** of a model over the baseline (base)" in note and "`numeric_match` score is higher" in note
+    assert "a tie counting half" in note and "胜率" in win_note(summary, "zh")
+    assert "weighted sum" in win_note(summarize(answers, ["base", "run:x"], ["reward"], [], "reward"))
+    assert win_note(summarize(answers[:2], ["base"], ["numeric_match"], [], "numeric_match")) == ""  # no comparison
+    cards = examples_html(answers, summary, "all", 1, "zh")
+    assert cards.count('class="wb-ex-card"') == 2 and "A 更好" in cards and "B 更好" in cards and ">行 1<" in cards
+    assert "<b>B</b> · run:x" in cards and "numeric_match=1.00" in cards
+    assert "此类别中没有样例" in examples_html(answers, summary, "both wrong", 1, "zh")
+    long = [Answer(m, 0, 0, "<q>", "1", "x" * 3000, {"numeric_match": 1.0}, {}) for m in range(2)]
+    wide = examples_html(long, summarize(long, ["a", "b"], ["numeric_match"], [], "numeric_match"), "all", 1)
+    assert "&lt;q&gt;" in wide and "x" * 3000 in wide  # escaped, and whole: the card wraps it (EXAMPLES_CSS)
     assert [t.name for t in win_figure(summary, "zh").data] == ["胜", "平", "负"]
 
 

@@ -111,3 +111,21 @@ def test_start_reports_a_bad_prompt_source_in_the_message_only(store, page):
     out = call(label_tab.on_start, values)
     assert set(out) == {f.message, ui.started} and "upload a prompt file first" in out[f.message]
     assert out[ui.started] is None  # nothing to show: the view is left as it was
+
+
+def test_an_item_held_by_the_labelers_older_tab_shows_in_the_new_one_and_otherwise_the_card_says_why(store, page):
+    ui, call = page
+    s = L.create_session(store, PROMPTS[:1], model_a="some-model", mode="pair", prompt_source="test",
+                         settings=L.GenerationSettings(), check_models=False)
+    (only,) = L.items(store, s.id)
+    L.save_answers(store, only.id, [("good", {"candidate": 1}), ("bad", {"candidate": 2})])
+    old = call(label_tab.on_open, LabelView(), {"client": "old", "session": s.id, "annotator": "ann"}, None)
+    assert old[ui.item_box]
+    # the same labeler in another browser: their own claim comes along instead of a blank panel
+    new = call(label_tab.on_open, LabelView(), {"client": "new", "session": s.id, "annotator": "ann"}, None)
+    assert new[ui.item_box] == old[ui.item_box] and "What is 2 + 2?" in new[ui.prompt]
+    # someone else: no item, and the prompt's card (where the item would be) says why, not only the status below
+    other = call(label_tab.on_open, LabelView(), {"client": "bob", "session": s.id, "annotator": "bob"}, None)
+    assert other[ui.item_box] is None and "labeled by others" in other[ui.status]
+    assert 'id="label-reason"' in other[ui.prompt] and "labeled by others" in other[ui.prompt]
+    assert '<div id="label-prompt"></div>' in other[ui.prompt]  # the prompt itself stays empty

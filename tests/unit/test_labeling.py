@@ -120,6 +120,28 @@ def test_reload_and_restart_resume_on_the_same_item(workspace):
     assert L.client_label_count(restarted, session.id, "browser-1") == 1
 
 
+def test_an_item_held_in_the_annotators_older_tab_is_theirs_to_take_when_nothing_else_is_left(workspace):
+    store = RunStore(workspace)
+    session = make_session(store, prompts=PROMPTS[:2])
+    first = L.claim_next(store, session.id, "ann", client="old-tab")
+    second = L.claim_next(store, session.id, "bob", client="bob-tab")
+    # a new tab of ann's gets nothing new (bob holds the other item), so it takes over ann's own claim
+    taken = L.claim_next(store, session.id, "ann", client="new-tab")
+    assert taken is not None and taken.id == first.id
+    assert L.claim_next(store, session.id, "ann", client="new-tab").id == first.id  # now held here
+    assert L.claim_next(store, session.id, "cat", client="cat-tab") is None  # still held, by ann's new tab
+    with store.connect() as db:  # held once, not by both of ann's tabs
+        held = db.execute("SELECT client FROM label_assignments WHERE item_id=?", (first.id,)).fetchall()
+    assert [row[0] for row in held] == ["new-tab"]
+    # another annotator's claim is never taken (cat's above), nor one under the catch-all name "anonymous"
+    assert L.claim_next(store, session.id, "bob", client="bob-laptop").id == second.id  # bob's own, elsewhere
+    L.commit_label(store, session.id, taken.id, "a", "ann", client="new-tab")
+    assert L.claim_next(store, session.id, "ann", client="old-tab") is None  # labeled: nothing for ann's old tab
+    anon = make_session(store, prompts=PROMPTS[:1])
+    assert L.claim_next(store, anon.id, "", client="browser-1") is not None
+    assert L.claim_next(store, anon.id, "", client="browser-2") is None
+
+
 def test_a_stale_assignment_is_given_to_someone_else(workspace, monkeypatch):
     store = RunStore(workspace)
     session = make_session(store, prompts=PROMPTS[:1])

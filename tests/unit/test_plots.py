@@ -4,7 +4,8 @@ import math
 import pandas as pd
 import pytest
 
-from app.plots import MAX_POINTS, add_rows, build_metrics_figure, ema, figure_from_series, metric_order
+from app.plots import (MAX_POINTS, add_rows, build_metrics_figure, ema, figure_from_series, metric_order,
+                       overlay_figure)
 
 
 def rows(name, values, start_step=1):
@@ -152,6 +153,21 @@ def test_short_runs_get_whole_step_ticks_and_a_learning_rate_axis_in_exponent_fo
     assert fig.layout[lr.yaxis.replace("y", "yaxis")].tickformat == ".1e"
 
 
+
+
+def test_the_learning_rate_is_a_schedule_drawn_as_logged_without_an_ema():
+    schedule = [0.0, 1e-4, 1e-4, 5e-5, 0.0]  # warm-up then decay: an EMA would lag and round its corners
+    fig = build_metrics_figure(rows("learning_rate", schedule) + rows("entropy", [3, 2, 1, 1, 1]))
+    (lr,) = traces_of(fig, "learning_rate")  # one line, no smoothed twin
+    assert lr.mode == "lines" and list(lr.y) == schedule and list(lr.x) == [1, 2, 3, 4, 5]
+    assert "EMA" not in lr.hovertemplate
+    assert len(traces_of(fig, "entropy")) == 2  # a measured metric keeps its raw points and its EMA
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert legend == ["raw", "smoothed (EMA α=0.3)"]  # named by the first smoothed chart (the schedule's is first)
+    # comparing runs: the schedule is one line per run, the logged values themselves
+    two = overlay_figure([("a", add_rows({}, rows("learning_rate", schedule))),
+                          ("b", add_rows({}, rows("learning_rate", [1e-4] * 5)))])
+    assert [list(t.y) for t in two.data] == [schedule, [1e-4] * 5] and {t.mode for t in two.data} == {"lines"}
 
 
 def test_an_rl_steps_time_is_one_chart_of_stacked_bars_after_the_rewards():
