@@ -1,6 +1,7 @@
 """The Runs tab's Export accordion: the selected run's adapter as a zip to download, or a merged model saved
 under workspace/exports/ and zipped too; each with a model card. The work is backend/export.py's; these
-handlers pass gr.Progress along and say where the result is.
+handlers pass gr.Progress along and say where the result is. The zip is downloaded from the exports folder
+itself (app.main.exports_route), never copied.
 """
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ from backend.models.from_run import MERGED_DTYPES
 from backend.runs.store import RunStore
 
 log = logging.getLogger(__name__)
+EXPORTS_PATH = "/wb/exports"
+
+
+def download_link(zip_path, lang: str = i18n.DEFAULT) -> str:
+    """A link that downloads `zip_path` (a file in the workspace's exports folder) through EXPORTS_PATH; relative,
+    so it works under whatever path the page is served from."""
+    from urllib.parse import quote
+
+    name = zip_path.name
+    size = zip_path.stat().st_size / 2**20
+    return (f'<a class="wb-download" href="{EXPORTS_PATH.lstrip("/")}/{quote(name)}" download="{html.escape(name)}">'
+            f'⬇ {html.escape(i18n.text("common.download", lang))} {html.escape(name)} ({size:.1f} MiB)</a>')
 
 
 def result_markdown(result: export.ExportResult, lang: str = i18n.DEFAULT) -> str:
@@ -49,7 +62,7 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
             quant = w.add(gr.Dropdown(choices=list(QUANT_TYPES), value="f16", elem_id="export-quant", min_width=140),
                           "export.quant", info="export.quant_info")
         status = gr.Markdown("", elem_id="export-status")
-        file = w.add(gr.File(interactive=False, visible=False, elem_id="export-file"), "common.download")
+        file = gr.HTML("", visible=False, elem_id="export-file")
         with gr.Row():
             repo = w.add(gr.Textbox(elem_id="push-repo", scale=3), "push.repo", placeholder="push.repo_placeholder")
             token = w.add(gr.Textbox(type="password", elem_id="push-token", scale=3), "push.token",
@@ -62,7 +75,7 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
     def exporter(merge: bool, gguf: bool = False):
         def handler(run_id, option="auto", progress=gr.Progress(), request: gr.Request = None):
             lang = i18n.lang_of(request)
-            hidden = gr.update(value=None, visible=False)
+            hidden = gr.update(value="", visible=False)
             if not run_id:
                 return {status: i18n.text("msg.select_run", lang), file: hidden}
             progress(0.0, desc=i18n.text("export.starting", lang))  # then the exporter's own steps, in English
@@ -78,7 +91,8 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
                 log.exception("export failed")
                 return {status: error_markdown([html.escape(f"{type(e).__name__}: {e}")],
                                                i18n.text("export.failed", lang), lang), file: hidden}
-            return {status: result_markdown(result, lang), file: gr.update(value=str(result.zip_path), visible=True)}
+            return {status: result_markdown(result, lang), file: gr.update(value=download_link(result.zip_path, lang),
+                                                                           visible=True)}
         return handler
 
     def on_push(run_id, repo_id, token_text, merge, is_private, dtype_name, progress=gr.Progress(),
@@ -105,5 +119,5 @@ def build(store: RunStore, select: gr.Dropdown, words=None) -> None:
                       concurrency_id="export")
     push_button.click(on_push, [select, repo, token, merged, private, dtype], status, concurrency_limit=1,
                       concurrency_id="export")
-    select.change(lambda: {status: "", file: gr.update(value=None, visible=False)}, None, [status, file],
+    select.change(lambda: {status: "", file: gr.update(value="", visible=False)}, None, [status, file],
                   show_progress="hidden")

@@ -236,6 +236,40 @@ def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
     return Route("/metrics", metrics, methods=["GET"])
 
 
+def logged_in(request) -> bool:
+    """The request carries the login's cookie (or the page has no login); the login middleware checks it
+    already, this holds when a route is used without it."""
+    app = request.app
+    if getattr(app, "auth", None) is None:
+        return True
+    cookies = request.cookies
+    token = cookies.get(f"access-token-{app.cookie_id}") or cookies.get(f"access-token-unsecure-{app.cookie_id}")
+    return app.tokens.get(token) is not None
+
+
+def exports_route(workspace: str | Path):
+    """GET EXPORTS_PATH/<file>: a zip the Export panel made in the workspace's exports folder, downloaded from
+    there (handing it to gr.File would copy it into Gradio's cache first: a merged model twice on disk).
+    Behind the login like the page."""
+    from starlette.responses import FileResponse, Response
+    from starlette.routing import Route
+
+    from app.export_panel import EXPORTS_PATH
+    from backend.export import exports_dir
+
+    folder = exports_dir(RunStore(workspace)).resolve()
+
+    def download(request):
+        if not logged_in(request):
+            return Response(status_code=401)
+        path = (folder / request.path_params["name"]).resolve()
+        if path.parent != folder or not path.is_file() or path.suffix != ".zip":
+            return Response(status_code=404)
+        return FileResponse(path, filename=path.name, media_type="application/zip")
+
+    return Route(EXPORTS_PATH + "/{name}", download, methods=["GET", "HEAD"])
+
+
 def stamp_route(workspace: str | Path):
     """GET STAMP_PATH: the store's change counter (SQLite's data_version on a connection of its own, which
     moves whenever another connection commits), so an idle page's poll ticks stay in the browser
@@ -249,13 +283,8 @@ def stamp_route(workspace: str | Path):
     lock = threading.Lock()
 
     def stamp(request):
-        app = request.app
-        if getattr(app, "auth", None) is not None:
-            cookies = request.cookies
-            token = (cookies.get(f"access-token-{app.cookie_id}")
-                     or cookies.get(f"access-token-unsecure-{app.cookie_id}"))
-            if app.tokens.get(token) is None:
-                return Response(status_code=401)
+        if not logged_in(request):
+            return Response(status_code=401)
         with lock:
             version = db.execute("PRAGMA data_version").fetchone()[0]
         return PlainTextResponse(str(version), headers={"Cache-Control": "no-store"})
@@ -286,7 +315,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
     warning = open_warning(host, auth)  # the page's banner; `launch.py ui` has printed it once already
     demo = build_app(workspace, warning, lang, auth)
     demo.queue(default_concurrency_limit=4)
-    routes = [metrics_route(workspace, auth), stamp_route(workspace)]  # Gradio's follow
+    routes = [metrics_route(workspace, auth), stamp_route(workspace), exports_route(workspace)]  # Gradio's follow
     if auth:
         routes.append(login.routes_route())
     return demo.launch(server_name=host, server_port=port, auth=auth, prevent_thread_lock=prevent_thread_lock,

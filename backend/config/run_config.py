@@ -6,8 +6,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from backend.config.sections import (ConstraintSettings, DataSettings, DistributedSettings, DPOSettings, EvalSettings,
-                                     KTOSettings, LoraSettings, PPOSettings, RLSettings, _meta, _Section, is_section)
+from backend.config.sections import (ConstraintSettings, CPOSettings, DataSettings, DistributedSettings, DPOSettings,
+                                     EvalSettings, KTOSettings, LoraSettings, ORPOSettings, PPOSettings, RLSettings,
+                                     SimPOSettings, _meta, _Section, is_section)
 from backend.core.mode_registry import (ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES,  # no torch
                                         ModeSpec, mode_spec)
 from backend.reporting import REPORTERS, missing_packages  # no torch
@@ -151,6 +152,9 @@ class RunConfig(_Section):
     distributed: DistributedSettings = Field(default_factory=DistributedSettings, title="Distributed")
     dpo: DPOSettings = Field(default_factory=DPOSettings, title="DPO")
     kto: KTOSettings = Field(default_factory=KTOSettings, title="KTO")
+    orpo: ORPOSettings = Field(default_factory=ORPOSettings, title="ORPO")
+    cpo: CPOSettings = Field(default_factory=CPOSettings, title="CPO")
+    simpo: SimPOSettings = Field(default_factory=SimPOSettings, title="SimPO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
     ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
     constraint: ConstraintSettings = Field(default_factory=ConstraintSettings, title="Cost constraint",
@@ -162,8 +166,8 @@ class RunConfig(_Section):
                     "similarity, diversity, a Python function from the workspace), each with a weight; the reward is "
                     "their weighted sum, minus λ × cost for each source with role: cost and a budget. YAML: "
                     "[{type: length, params: {target: 50}}, {type: regex, weight: 0.5, "
-                    "params: {pattern: '<answer>.*?</answer>'}}]. SFT, DPO, KTO learn nothing from them: they "
-                    "only score the answers generated at evaluation (eval.generate).",
+                    "params: {pattern: '<answer>.*?</answer>'}}]. SFT and the preference modes learn nothing from "
+                    "them: they only score the answers generated at evaluation (eval.generate).",
         json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES], trainer=False))
 
     @property

@@ -1,6 +1,6 @@
-"""The sections of the run config (LoRA, distributed, DPO, KTO, RL, PPO, evaluation): every setting's label,
-help, range and group, once. A mode-specific section's `check` refuses combinations with the rest of the
-run that TRL would refuse only after the model has loaded."""
+"""The sections of the run config (LoRA, distributed, DPO, KTO, ORPO, CPO, SimPO, RL, PPO, evaluation): every
+setting's label, help, range and group, once. A mode-specific section's `check` refuses combinations with the rest
+of the run that TRL would refuse only after the model has loaded."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
@@ -197,6 +197,49 @@ class KTOSettings(_Section):
         if run.eval.enabled and run.eval.batch_size == 1:
             raise ValueError("eval.batch_size: the kto loss estimates its KL term from the other examples of a "
                              "batch, so the evaluation batch size must be at least 2 (or 0: the training one)")
+
+
+class ORPOSettings(_Section):
+    beta: float = Field(0.1, gt=0, le=100, title="ORPO lambda",
+                        description="Weight of the odds-ratio preference term beside the SFT loss on the chosen "
+                                    "answers (the paper's λ, TRL's beta): higher pushes the rejected answers down "
+                                    "harder. Typical 0.05 to 0.5.",
+                        json_schema_extra=_meta(aliases=("beta",)))
+
+
+# TRL 1.16's CPO losses besides simpo, which is the simpo mode (CPOConfig's loss_type="simpo").
+CPO_LOSSES = ("sigmoid", "hinge", "ipo")
+
+
+class CPOSettings(_Section):
+    beta: float = Field(0.1, gt=0, le=100, title="CPO beta",
+                        description="Scale of the preference margin in the loss (there is no reference model): "
+                                    "higher sharpens it. Typical 0.05 to 0.5.",
+                        json_schema_extra=_meta(aliases=("beta",)))
+    loss_type: Literal[CPO_LOSSES] = Field(
+        "sigmoid", title="CPO loss",
+        description="sigmoid: the CPO paper's (DPO's loss without a reference); hinge: SLiC; ipo: squared loss on "
+                    "length-averaged log-probabilities. SimPO is a mode of its own.",
+        json_schema_extra=_meta("advanced", aliases=("loss_type",)))
+    cpo_alpha: float = Field(1.0, ge=0, le=100, title="SFT weight (alpha)",
+                             description="Weight of the SFT (negative log-likelihood) loss on the chosen answers "
+                                         "added to the preference loss; 0 trains on the preference alone.",
+                             json_schema_extra=_meta("advanced", aliases=("cpo_alpha",)))
+
+
+class SimPOSettings(_Section):
+    beta: float = Field(2.0, gt=0, le=100, title="SimPO beta",
+                        description="Scale of the length-normalised reward (average log-probability of an answer); "
+                                    "on another scale than DPO's beta: the SimPO paper uses 2 and above.",
+                        json_schema_extra=_meta(aliases=("beta",)))
+    simpo_gamma: float = Field(1.0, ge=0, le=100, title="Target margin (gamma)",
+                               description="The reward margin the chosen answer must win by before the loss lets go; "
+                                           "tune it with beta (the paper tunes the ratio gamma / beta).",
+                               json_schema_extra=_meta(aliases=("simpo_gamma",)))
+    cpo_alpha: float = Field(0.0, ge=0, le=100, title="SFT weight (alpha)",
+                             description="Weight of an SFT (negative log-likelihood) loss on the chosen answers; 0 is "
+                                         "SimPO as published, above 0 is CPO-SimPO.",
+                             json_schema_extra=_meta("advanced", aliases=("cpo_alpha",)))
 
 
 class RLSettings(_Section):
@@ -457,9 +500,10 @@ class EvalSettings(_Section):
     dataset: str = Field("", max_length=1000, title="Evaluation dataset",
                          description="Empty: none (or a share of the training set, below). Else a dataset in the "
                                      "same forms and format as the training one: a built-in set, a file, a "
-                                     "save_to_disk folder or labels:<session>. SFT, RM, DPO and KTO report their "
-                                     "loss on it; GRPO, RLOO and PPO answer its prompts greedily and log "
-                                     "eval_reward (the reward sources' weighted sum) and eval_rewards/<source>/mean.",
+                                     "save_to_disk folder or labels:<session>. SFT, RM and the preference modes "
+                                     "(DPO, KTO, ORPO, CPO, SimPO) report their loss on it; GRPO, RLOO and PPO "
+                                     "answer its prompts greedily and log eval_reward (the reward sources' weighted "
+                                     "sum) and eval_rewards/<source>/mean.",
                          json_schema_extra=_meta("advanced"))
     split: float = Field(0.0, ge=0, le=0.5, title="Held-out share",
                          description="With no evaluation dataset: the share of the training set held out for "
@@ -474,22 +518,24 @@ class EvalSettings(_Section):
                                         "(RL modes: prompts answered together; 0: four times the training batch).",
                             json_schema_extra=_meta("advanced"))
     limit: int = Field(32, ge=0, le=1_000_000, title="Evaluation prompts (generation)",
-                       description="GRPO, RLOO, PPO, and SFT, DPO, KTO generating at evaluation: the first N "
-                                   "held-out prompts answered at each evaluation; 0: all of them (each evaluation "
-                                   "generates for every one).",
+                       description="GRPO, RLOO, PPO, and SFT and the preference modes generating at evaluation: the "
+                                   "first N held-out prompts answered at each evaluation; 0: all of them (each "
+                                   "evaluation generates for every one).",
                        json_schema_extra=_meta("advanced"))
     generate: bool = Field(False, title="Generate at evaluation",
-                           description="SFT, DPO, KTO: at each evaluation also answer the held-out prompts greedily "
-                                       "(the first eval.limit) and score the answers: ROUGE-L against the answer the "
-                                       "set gives (SFT: the completion or last assistant turn; DPO: chosen; KTO: "
-                                       "completions labelled good), logged as eval_rouge_l, and by the reward "
-                                       "sources if any (eval_reward, eval_rewards/<source>/mean). GRPO, RLOO and PPO "
-                                       "always do; an RM writes no answers (its evaluation scores held-out chosen "
-                                       "above rejected: eval_accuracy).",
+                           description="SFT and the preference modes (DPO, KTO, ORPO, CPO, SimPO): at each evaluation "
+                                       "also answer the held-out prompts greedily (the first eval.limit) and score the "
+                                       "answers: ROUGE-L against the answer the set gives (SFT: the completion or last "
+                                       "assistant turn; DPO, ORPO, CPO, SimPO: chosen; KTO: completions labelled "
+                                       "good), logged as eval_rouge_l, and by the reward sources if any (eval_reward, "
+                                       "eval_rewards/<source>/mean). GRPO, RLOO and PPO always do; an RM writes no "
+                                       "answers (its evaluation scores held-out chosen above rejected: "
+                                       "eval_accuracy).",
                            json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
     max_new_tokens: int = Field(64, ge=1, le=32768, title="Evaluation answer length",
-                                description="Generating at evaluation (SFT, DPO, KTO): the most tokens per answer. "
-                                            "RL modes answer as long as they train (rl.max_completion_length).",
+                                description="Generating at evaluation (SFT and the preference modes): the most tokens "
+                                            "per answer. RL modes answer as long as they train "
+                                            "(rl.max_completion_length).",
                                 json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
 
     @field_validator("dataset", mode="before")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 ZH: dict[str, tuple[str, str]] = {
     "name": ("运行名称", "显示在运行列表中；留空则自动生成。"),
-    "mode": ("训练模式", "sft：监督微调；rm：奖励模型训练；dpo：直接偏好优化；kto：Kahneman-Tversky 优化；ppo：近端策略优化；"
-                     "grpo：组相对策略优化；rloo：REINFORCE 留一法。"),
+    "mode": ("训练模式", "sft：监督微调；rm：奖励模型训练；dpo：直接偏好优化；kto：Kahneman-Tversky 优化；orpo：优势比偏好优化；"
+                     "cpo：对比偏好优化；simpo：简单偏好优化；ppo：近端策略优化；grpo：组相对策略优化；rloo：REINFORCE 留一法。"),
     "model": ("模型", "`smollm2-135m-instruct`（内置，离线可用）、本地 save_pretrained 文件夹、Hugging Face Hub 模型 id，"
                       "或 `run:<id>`：在一个已完成运行的模型上继续训练（其适配器只合并进基座一次），例如先 SFT 预热再 GRPO。"),
     "dataset": ("数据集", "内置演示集、JSONL / JSON / CSV / Parquet 文件、datasets.save_to_disk 文件夹、LLaMA-Factory 数据文件夹中的"
@@ -93,6 +93,15 @@ ZH: dict[str, tuple[str, str]] = {
     "kto.desirable_weight": ("正例权重", "好样本（label 为 true）上损失的权重；好样本比坏样本少时调高它。"),
     "kto.undesirable_weight": ("负例权重", "坏样本（label 为 false）上损失的权重。"),
     "kto.loss_type": ("KTO 损失", "kto：用每个批次中错配的样本对估计 KL 项（批大小 ≥ 2）；apo_zero_unpaired：锚定式，无 KL 项。"),
+    "orpo.beta": ("ORPO lambda", "在被选回答的 SFT 损失之外，优势比偏好项的权重（论文中的 λ，TRL 中的 beta）：越高越用力压低被拒回答。"
+                                "常用 0.05 到 0.5。"),
+    "cpo.beta": ("CPO beta", "损失中偏好差值的缩放（没有参考模型）：越高越陡。常用 0.05 到 0.5。"),
+    "cpo.loss_type": ("CPO 损失", "sigmoid：CPO 论文的损失（去掉参考模型的 DPO 损失）；hinge：SLiC；ipo：对按长度平均的对数概率取平方损失。"
+                               "SimPO 是单独的模式。"),
+    "cpo.cpo_alpha": ("SFT 权重（alpha）", "加在偏好损失上的、被选回答的 SFT（负对数似然）损失的权重；0 只训练偏好。"),
+    "simpo.beta": ("SimPO beta", "按长度归一化的奖励（回答的平均对数概率）的缩放；与 DPO 的 beta 不在同一量级：SimPO 论文用 2 及以上。"),
+    "simpo.simpo_gamma": ("目标差值（gamma）", "被选回答的奖励至少要超出被拒回答这么多，损失才放松；与 beta 一起调（论文调的是 gamma / beta 之比）。"),
+    "simpo.cpo_alpha": ("SFT 权重（alpha）", "被选回答上 SFT（负对数似然）损失的权重；0 即论文中的 SimPO，大于 0 即 CPO-SimPO。"),
     "rl.num_generations": ("每个提示的生成数", "每个提示采样的回答数（GRPO / RLOO：至少 2 个，相互比较打分；PPO：1 个即可）。批大小按回答"
                                           "计数：批大小 × 梯度累积 × 进程数必须是它的倍数。"),
     "rl.max_completion_length": ("最大生成长度", "每个回答生成的 token 数；生成占据了大部分步骤时间。"),
@@ -143,21 +152,21 @@ ZH: dict[str, tuple[str, str]] = {
     "constraint.patience": ("超预算容忍步数", "代价可以连续超出预算多少步，之后日志发出警告（或按下一项停止运行）；0：从不。"),
     "constraint.stop": ("超预算时停止", "一旦代价连续超出预算达到容忍步数，就停止运行（与停止按钮相同），而不只是警告。"),
     "eval.dataset": ("评估数据集", "留空：无（或用训练集的一部分，见下项）。否则为与训练集形式和格式相同的数据集：内置集、文件、save_to_disk"
-                                "文件夹或 labels:<session>。SFT、RM、DPO 和 KTO 报告其上的损失；GRPO、RLOO 和 PPO 贪心地回答其中的提示，"
+                                "文件夹或 labels:<session>。SFT、RM 和偏好模式（DPO、KTO、ORPO、CPO、SimPO）报告其上的损失；GRPO、RLOO 和 PPO 贪心地回答其中的提示，"
                                 "并记录 eval_reward（奖励来源的加权和）和 eval_rewards/<source>/mean。"),
     "eval.split": ("留出比例", "没有评估数据集时：从训练集中留出用于评估的比例（例如 0.1），按运行的随机种子选取；0 不做评估。"),
     "eval.steps": ("评估间隔", "每 N 步以及结束时评估一次（记录为 eval_loss 等）；0 只在结束时评估。"),
     "eval.batch_size": ("评估批大小", "每个设备每个评估步骤的样本数；0 使用训练批大小（RL 模式：一起回答的提示数；0：训练批大小的四倍）。"),
-    "eval.limit": ("评估提示数（生成）", "GRPO、RLOO、PPO，以及在评估时生成的 SFT、DPO、KTO：每次评估回答的前 N 个留出提示；0：全部"
+    "eval.limit": ("评估提示数（生成）", "GRPO、RLOO、PPO，以及在评估时生成的 SFT 和偏好模式：每次评估回答的前 N 个留出提示；0：全部"
                                        "（每次评估都为每一个生成）。"),
-    "eval.generate": ("评估时生成", "SFT、DPO、KTO：每次评估时也贪心地回答留出的提示（前 eval.limit 个）并给回答打分：与数据集给出的答案"
-                                  "比较 ROUGE-L（SFT：completion 或最后一个助手轮次；DPO：chosen；KTO：标为好的回答），记录为 eval_rouge_l；"
+    "eval.generate": ("评估时生成", "SFT 和偏好模式（DPO、KTO、ORPO、CPO、SimPO）：每次评估时也贪心地回答留出的提示（前 eval.limit 个）并给回答打分：与数据集给出的答案"
+                                  "比较 ROUGE-L（SFT：completion 或最后一个助手轮次；DPO、ORPO、CPO、SimPO：chosen；KTO：标为好的回答），记录为 eval_rouge_l；"
                                   "如有奖励来源也用它们打分（eval_reward、eval_rewards/<source>/mean）。GRPO、RLOO 和 PPO 总是这样做；RM 不写"
                                   "回答（其评估为留出的 chosen 是否高于 rejected：eval_accuracy）。"),
-    "eval.max_new_tokens": ("评估回答长度", "评估时生成（SFT、DPO、KTO）：每个回答最多的 token 数。RL 模式的回答与训练时一样长"
+    "eval.max_new_tokens": ("评估回答长度", "评估时生成（SFT 和偏好模式）：每个回答最多的 token 数。RL 模式的回答与训练时一样长"
                                          "（rl.max_completion_length）。"),
     "reward_sources": ("奖励来源", "RL 奖励来自哪里：一组来源（规则、奖励模型、嵌入相似度、多样性、工作区中的 Python 函数），各有权重；奖励是"
                                  "它们的加权和，再对每个 role: cost 且有预算的来源减去 λ × 代价。YAML：[{type: length, params: {target: 50}}, "
-                                 "{type: regex, weight: 0.5, params: {pattern: '<answer>.*?</answer>'}}]。SFT、DPO、KTO 不从中学习：它们只给"
+                                 "{type: regex, weight: 0.5, params: {pattern: '<answer>.*?</answer>'}}]。SFT 和偏好模式不从中学习：它们只给"
                                  "评估时生成的回答打分（eval.generate）。"),
 }

@@ -21,6 +21,11 @@ _FIT_CHECKS = (*_COMMON_CHECKS, "loss_spike", "overfitting")
 _RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "reward_hacking", "kl_runaway", "entropy_collapse",
               "constraint_unmet", "slowdown")
 _GROUP_CHECKS = ("zero_variance", *_RL_CHECKS)
+# What a preference trainer logs on its chosen / rejected pairs (DPO, ORPO, CPO, SimPO)
+_PAIR_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
+                 "logps/rejected", "logits/chosen", "logits/rejected")
+_PAIR_CHARTS = (*_FIT_CHARTS, "rewards/accuracies", "eval_rewards/accuracies", "rewards/margins", "eval_rouge_l",
+                "eval_reward", "learning_rate")
 _RL_CHARTS = ("reward", "rewards/*/mean", "eval_reward", "eval_rewards/*/mean", "cost/*/mean", "lambda/*",
               "constraint/violation_rate")
 
@@ -73,11 +78,8 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              evaluable=True, task="seq_cls",
              charts=(*_FIT_CHARTS, "accuracy", "eval_accuracy", "margin", "eval_margin", "learning_rate")),
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", "trl:DPOConfig", formats=_PREFERENCE,
-             metrics=("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
-                      "logps/chosen", "logps/rejected", "logits/chosen", "logits/rejected"),
-             sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True, reference_model=True,
-             charts=(*_FIT_CHARTS, "rewards/accuracies", "eval_rewards/accuracies", "rewards/margins", "eval_rouge_l",
-                     "eval_reward", "learning_rate")),
+             metrics=_PAIR_METRICS, sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True,
+             reference_model=True, charts=_PAIR_CHARTS),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto", "trl:KTOConfig",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
@@ -85,6 +87,19 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
              reference_model=True, charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
                      "learning_rate")),
+    # Reference-free preference modes (TRL 1.16's experimental trainers): no frozen copy, the policy alone. SimPO
+    # is CPO's trainer with loss_type "simpo" (backend/modes/simpo.py), a mode of its own so that it is found by name
+    # and keeps its own defaults (beta 2, no SFT term) in its own section.
+    ModeSpec("orpo", "odds ratio preference optimisation", "backend.modes.orpo", "trl.experimental.orpo:ORPOConfig",
+             formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss", "log_odds_ratio", "log_odds_chosen"),
+             sections=("orpo",), evaluable=True, answer_column="chosen",
+             charts=(*_PAIR_CHARTS[:5], "nll_loss", "log_odds_ratio", *_PAIR_CHARTS[5:])),
+    ModeSpec("cpo", "contrastive preference optimisation", "backend.modes.cpo", "trl.experimental.cpo:CPOConfig",
+             formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss"), sections=("cpo",), evaluable=True,
+             answer_column="chosen", charts=(*_PAIR_CHARTS[:5], "nll_loss", *_PAIR_CHARTS[5:])),
+    ModeSpec("simpo", "simple preference optimisation", "backend.modes.simpo", "trl.experimental.cpo:CPOConfig",
+             formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss"), sections=("simpo",), evaluable=True,
+             answer_column="chosen", charts=_PAIR_CHARTS),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", "backend.ppo.trainer:PPOConfig", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from backend.core.mode_registry import modes_where
 from backend.models.load import load_model
 from backend.models.ref import RUN_PREFIX, ModelRef, RunArtifact, run_part, saved_model
 from backend.models.specs import ModelError, Progress, build_once, is_complete, resolve_model
@@ -22,8 +23,9 @@ def check_run_model(spec: str, workspace: Path) -> RunArtifact:
     """The saved model of the run `spec` names, when a run can train on from it; ModelError says why not."""
     art = saved_model(RunStore(workspace), *run_part(spec))
     if art.task != "causal":
+        causal = modes_where(task="causal")
         raise ModelError(f"{spec} is a {art.run.mode} run's reward model (a classifier); a run trains on from a "
-                         "causal language model: name an sft, dpo, kto, grpo, rloo or ppo run", "task", spec)
+                         f"causal language model: name an {', '.join(causal[:-1])} or {causal[-1]} run", "task", spec)
     return art
 
 

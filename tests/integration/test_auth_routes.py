@@ -18,12 +18,19 @@ REPO = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "ann", "s3cret"
 
 
+class Server(tuple):
+    """(host, port), and the workspace the server serves."""
+    workspace: Path
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auth")
     with ui_process(tmp / "ws", tmp / "ui.log", env={"WORKBENCH_AUTH": f"{USER}:{PASSWORD}"}) as url:
         parts = urllib.parse.urlsplit(url)
-        yield parts.hostname, parts.port
+        served = Server((parts.hostname, parts.port))
+        served.workspace = tmp / "ws"
+        yield served
 
 
 def call(server, method, path, headers=None, body=None):
@@ -80,6 +87,17 @@ def test_every_route_wants_the_login_but_the_login_page(server):
 
     assert call(server, "GET", "/config", cookie)[0] == 200  # logged in, the routes answer
     assert call(server, "GET", "/monitoring", cookie)[0] == 403  # Gradio's traffic monitor stays off
+
+    # an export's zip downloads from the exports folder itself, and nothing else there or above it does
+    exports = server.workspace / "exports"
+    exports.mkdir(exist_ok=True)
+    (exports / "run-adapter.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    (exports / "notes.txt").write_text("not an export")
+    assert call(server, "GET", "/wb/exports/run-adapter.zip")[0] == 401
+    status, headers, body = call(server, "GET", "/wb/exports/run-adapter.zip", cookie)
+    assert (status, body[:4]) == (200, b"PK\x05\x06") and "run-adapter.zip" in headers["content-disposition"]
+    for name in ("notes.txt", "..%2Fui.log", "%2E%2E/ws.zip", "missing.zip"):
+        assert call(server, "GET", f"/wb/exports/{name}", cookie)[0] == 404, name
 
 
 def test_failed_logins_slow_down_then_lock_the_address_out(server):

@@ -1,7 +1,8 @@
 """Every training mode end to end through the real worker, on the tiny model: a few steps each, the mode's
 own metrics in the store, a saved adapter, live samples for the RL modes, and wrong data refused up front.
 
-The five runs are submitted together and run one after another through the queue (one worker at a time).
+Each mode's run is submitted when a test first asks for it (so `-k orpo` trains ORPO alone) and the runs go one
+after another through the queue (one worker at a time).
 """
 from pathlib import Path
 
@@ -25,6 +26,9 @@ RUNS = {
     "kto": {"dataset": "demo-kto", "kto": {"desirable_weight": 1.5}},
     "grpo": {"dataset": "demo-math", "reward_sources": SOURCES},  # generates merged, reads each prompt once
     "rloo": {"dataset": "demo-math", "reward_sources": SOURCES, "rl": {"beta": 0.05}, "lora": {"dropout": 0.05}},
+    "orpo": {"dataset": "demo-preference", "orpo": {"beta": 0.2}},
+    "cpo": {"dataset": "demo-preference", "cpo": {"loss_type": "hinge", "cpo_alpha": 0.5}},
+    "simpo": {"dataset": "demo-preference", "simpo": {"simpo_gamma": 0.8}},
 }
 # What each trainer logs that the others do not (TRL 1.16 names)
 KEYS = {
@@ -34,6 +38,9 @@ KEYS = {
     "kto": {"loss", "kl", "rewards/chosen", "rewards/rejected", "logps/chosen"},
     "grpo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "completions/mean_length"},
     "rloo": {"reward", "reward_std", "rewards/correct/mean", "rewards/format/mean", "kl"},
+    "orpo": {"loss", "rewards/chosen", "rewards/accuracies", "rewards/margins", "nll_loss", "log_odds_ratio"},
+    "cpo": {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "nll_loss"},
+    "simpo": {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen"},
 }
 
 
@@ -47,14 +54,24 @@ def tiny_config(model, mode, **settings):
     return build_config(base)
 
 
+class _Finished(dict):
+    """{mode: (store, run)}: a mode's run is trained (RUNS) the first time it is asked for, and kept."""
+
+    def __init__(self, store: RunStore, model):
+        super().__init__()
+        self.store, self.model = store, model
+
+    def __missing__(self, mode):
+        run_id = submit_run(self.store, tiny_config(self.model, mode, **RUNS[mode])).id
+        run = wait_for(lambda: not (r := self.store.get_run(run_id)).active and r, timeout=120, every=1,
+                       what=f"the {mode} run to end")
+        self[mode] = (self.store, run)
+        return self[mode]
+
+
 @pytest.fixture(scope="module")
 def finished(tiny_model, tmp_path_factory):
-    """{mode: (store, run)} once every mode's run has ended."""
-    store = RunStore(tmp_path_factory.mktemp("modes"))
-    ids = {mode: submit_run(store, tiny_config(tiny_model, mode, **settings)).id for mode, settings in RUNS.items()}
-    wait_for(lambda: not any(store.get_run(i).active for i in ids.values()), timeout=240, every=1,
-             what="all mode runs to end")
-    return {mode: (store, store.get_run(run_id)) for mode, run_id in ids.items()}
+    return _Finished(RunStore(tmp_path_factory.mktemp("modes")), tiny_model)
 
 
 @pytest.mark.parametrize("mode", list(RUNS))
@@ -92,6 +109,19 @@ def test_mode_settings_reach_the_trainer(finished):
     store, run = finished["grpo"]
     args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
     assert (args.num_generations, args.max_completion_length, args.reward_weights) == (2, 8, [1.0, 0.5])
+
+
+@pytest.mark.parametrize("mode, expected", [
+    ("orpo", {"beta": 0.2}),
+    ("cpo", {"loss_type": "hinge", "cpo_alpha": 0.5, "beta": 0.1}),
+    ("simpo", {"loss_type": "simpo", "simpo_gamma": 0.8, "beta": 2.0, "cpo_alpha": 0.0}),
+])
+def test_reference_free_preference_settings_reach_the_trainer(finished, mode, expected):
+    import torch
+
+    store, run = finished[mode]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert {key: getattr(args, key) for key in expected} == expected
 
 
 @pytest.mark.parametrize("mode", ["grpo", "rloo"])
@@ -178,4 +208,5 @@ def test_a_run_trains_on_from_another_runs_model_merged_once(finished, tiny_mode
     with pytest.raises(ConfigError) as refused:
         preflight(tiny_config(f"run:{rm.id}", "sft"), store.workspace)
     assert refused.value.errors == [f"model: run:{rm.id} is a rm run's reward model (a classifier); a run trains on "
-                                    "from a causal language model: name an sft, dpo, kto, grpo, rloo or ppo run"]
+                                    "from a causal language model: name an sft, dpo, kto, orpo, cpo, simpo, ppo, "
+                                    "grpo or rloo run"]

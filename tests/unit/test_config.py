@@ -244,6 +244,10 @@ def test_trl_names_map_to_the_schema_in_presets_and_set():
     grpo = {"mode": "grpo", "reward_sources": [{"type": "length", "params": {"target": 5}}]}
     c = build_config(apply_overrides(grpo, ["num_generations=4", "beta=0.02", "per_device_train_batch_size=4"]))
     assert (c.rl.num_generations, c.rl.beta) == (4, 0.02)
+    c = build_config({"mode": "simpo", "beta": 2.5, "simpo_gamma": 1.2, "cpo_alpha": 0.1})
+    assert (c.simpo.beta, c.simpo.simpo_gamma, c.simpo.cpo_alpha, c.cpo.cpo_alpha) == (2.5, 1.2, 0.1, 1.0)
+    c = build_config(apply_overrides({"mode": "cpo"}, ["beta=0.2", "loss_type=ipo", "cpo_alpha=0"]))
+    assert (c.cpo.beta, c.cpo.loss_type, c.cpo.cpo_alpha, c.dpo.beta) == (0.2, "ipo", 0.0, 0.1)
     assert build_config({"max_length": 128, "max_seq_length": 128}).max_length == 128  # the same value: fine
     assert "max_seq_length" not in to_yaml(build_config({"max_seq_length": 64}))  # stored under the schema's name
 
@@ -253,7 +257,10 @@ def test_trl_names_map_to_the_schema_in_presets_and_set():
      "max_seq_length: TRL's name for max_length, which is also given as max_length (128 vs 256); give one of them"),
     ({"bf16": True, "fp16": True}, "fp16: TRL's name for precision, which is also given as bf16"),
     ({"bf16": True, "precision": "fp32"}, "bf16: TRL's name for precision, which is also given as precision"),
-    ({"beta": 0.1}, "beta: sft runs have no such setting; it stands for dpo.beta (dpo), kto.beta (kto), rl.beta"),
+    ({"beta": 0.1}, "beta: sft runs have no such setting; it stands for dpo.beta (dpo), kto.beta (kto), orpo.beta "
+                    "(orpo), cpo.beta (cpo), simpo.beta (simpo), rl.beta"),
+    ({"mode": "simpo", "loss_type": "simpo"}, "loss_type: simpo runs have no such setting; it stands for "
+                                              "dpo.loss_type (dpo), kto.loss_type (kto), cpo.loss_type (cpo)"),
 ])
 def test_conflicting_or_foreign_trl_names_are_refused_naming_both(data, error):
     with pytest.raises(ConfigError) as e:

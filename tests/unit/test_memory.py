@@ -27,7 +27,7 @@ def config(mode="sft", **settings):
     base = {"mode": mode, "model": "smollm2-135m-instruct", "max_length": 256, "per_device_train_batch_size": 2}
     if mode in ("grpo", "rloo", "ppo"):
         base.update(dataset="demo-math", reward_sources=SOURCES)
-    if mode in ("dpo", "rm"):
+    if mode in ("dpo", "rm", "orpo", "cpo", "simpo"):
         base["dataset"] = "demo-preference"
     return build_config({**base, **settings})
 
@@ -99,6 +99,15 @@ def test_dpo_keeps_a_reference_copy_unless_the_adapter_switched_off_is_the_refer
     lora_dpo = estimate_memory(config("dpo"), SHAPE)
     assert "reference model" not in lora_dpo.parts
     assert lora_dpo.total > estimate_memory(config(), SHAPE).total  # chosen and rejected: twice the sequences
+
+
+@pytest.mark.parametrize("mode", ["orpo", "cpo", "simpo"])
+def test_reference_free_preference_modes_keep_no_reference_but_read_pairs(mode):
+    full_dpo = estimate_memory(config("dpo", finetuning="full"), SHAPE)
+    full = estimate_memory(config(mode, finetuning="full"), SHAPE)
+    assert "reference model" not in full.parts
+    assert full.total < full_dpo.total  # no frozen copy of the weights beside the trained ones
+    assert full.parts["activations"] > estimate_memory(config(finetuning="full"), SHAPE).parts["activations"]
 
 
 def test_ppo_adds_its_value_model_and_rl_its_reward_models():

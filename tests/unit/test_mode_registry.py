@@ -43,6 +43,14 @@ def test_schema_and_derived_tables_follow_the_registry():
     assert field_info("rl.beta").json_schema_extra["modes"] == modes_where(groups_completions=True)
 
 
+@pytest.mark.parametrize("name", ["orpo", "cpo", "simpo"])
+def test_reference_free_preference_modes_read_pairs_keep_no_reference_and_take_labeled_pairs(name):
+    spec = MODES[name]
+    assert spec.pairwise and not spec.reference_model and spec.label_format == "dpo" and spec.evaluable
+    assert spec.sections == (name,) and field_info(f"{name}.beta").json_schema_extra["modes"] == [name]
+    assert "nll_loss" in spec.metrics and spec.answer_column == "chosen"
+
+
 def test_unknown_mode_is_named():
     with pytest.raises(KeyError, match="unknown training mode 'magic'; known: sft"):
         mode_spec("magic")

@@ -24,6 +24,9 @@ def test_a_mode_hands_its_section_to_its_trainer(mode, tmp_path):
     changed = {"sft": {"packing": True, "max_length": 300}, "rm": {"max_length": 300},
                "dpo": {"dpo": {"beta": 0.3, "loss_type": "ipo"}},
                "kto": {"kto": {"beta": 0.2, "desirable_weight": 1.5, "loss_type": "apo_zero_unpaired"}},
+               "orpo": {"orpo": {"beta": 0.25}},
+               "cpo": {"cpo": {"beta": 0.2, "loss_type": "hinge", "cpo_alpha": 0.5}},
+               "simpo": {"simpo": {"beta": 2.5, "simpo_gamma": 1.4, "cpo_alpha": 0.1}},
                "grpo": {"rl": {"beta": 0.04, "loss_type": "grpo", "temperature": 0.7}},
                "rloo": {"rl": {"num_generations": 4, "top_p": 0.9}, "per_device_train_batch_size": 4},
                "ppo": {"ppo": {"kl_coef": 0.2, "num_ppo_epochs": 2}, "rl": {"max_completion_length": 32}}}[mode]
@@ -42,6 +45,27 @@ def test_a_mode_hands_its_section_to_its_trainer(mode, tmp_path):
     handed = schema_args(config, args_class(mode))
     assert "name" not in handed and "reward_sources" not in handed  # the workbench's own settings stay here
     assert not any(path.startswith(("constraint.", "lora.", "data.", "eval.")) for path, _ in trainer_settings(mode))
+
+
+@pytest.mark.parametrize("mode, loss_type", [("cpo", "hinge"), ("simpo", "simpo")])
+def test_simpo_is_cpos_trainer_with_the_simpo_loss_and_its_own_defaults(mode, loss_type, tmp_path, monkeypatch):
+    import backend.modes.cpo as cpo
+    from backend.modes import mode_module
+
+    built = {}
+    monkeypatch.setattr(cpo, "load_causal_lm", lambda path, **kwargs: "model")
+    monkeypatch.setattr(cpo, "CPOTrainer", lambda **kwargs: built.update(kwargs) or "trainer")
+    config = build_config({"mode": mode, "dataset": "x.jsonl", "cpo": {"loss_type": "hinge"}} if mode == "cpo"
+                          else {"mode": mode, "dataset": "x.jsonl"})
+    ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
+                       dataset=None)
+    monkeypatch.setattr(TrainContext, "tokenizer", lambda self: "tokenizer")
+    assert mode_module(mode).build_trainer(ctx) == "trainer"
+    args = built["args"]
+    assert type(args).__name__ == "CPOConfig" and args.loss_type == loss_type
+    # SimPO as published: beta 2, a margin, no SFT term; CPO keeps TRL's beta 0.1 and its SFT term
+    expected = (2.0, 1.0, 0.0) if mode == "simpo" else (0.1, 0.5, 1.0)
+    assert (args.beta, args.simpo_gamma, args.cpo_alpha) == expected
 
 
 def test_a_setting_trl_lacks_is_named(monkeypatch):
