@@ -420,6 +420,8 @@ UI: dict[str, tuple[str, str]] = {
     "label.both_bad.keep": ("Keep (KTO: both bad; DPO: your edit beats each)", "保留（KTO：都算差；DPO：你修改的回答优于两者）"),
     "label.export": ("Export labels", "导出标注"),
     "label.train.dpo": ("Train DPO on these labels", "用这些标注训练 DPO"),
+    "label.train.orpo": ("Train ORPO on these labels", "用这些标注训练 ORPO"),
+    "label.train.simpo": ("Train SimPO on these labels", "用这些标注训练 SimPO"),
     "label.train.rm": ("Train a reward model on these labels", "用这些标注训练奖励模型"),
     "label.train.kto": ("Train KTO on these labels", "用这些标注训练 KTO"),
     "label.summary": ("Summary", "汇总"),

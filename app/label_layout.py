@@ -289,7 +289,7 @@ def layout(store: RunStore, words=None) -> LabelUI:
         export_summary = gr.Markdown("", elem_id="label-export-summary")
         with gr.Row():
             train_buttons = {mode: t(gr.Button(elem_id=f"label-train-{mode}"), f"label.train.{mode}", "value")
-                             for mode in ("dpo", "rm", "kto")}
+                             for mode in ("dpo", "orpo", "simpo", "rm", "kto")}
     with t(gr.Accordion(open=False, elem_id="label-summary-box"), "label.summary"):
         summary = gr.HTML("", elem_id="label-summary")
         summary_refresh = t(gr.Button(size="sm", elem_id="label-summary-refresh"), "label.summary_refresh", "value")

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.core.mode_registry import modes_where
 from backend.models import MODELS as MODEL_CACHE
 from backend.models import RUN_PREFIX, LoadedModel, ModelCache, ModelError, ModelRef, cached_model, load_model
 from backend.runs.store import RunStore
@@ -68,7 +69,8 @@ def chat_model(value: str, store: RunStore) -> ModelRef:
     if ref.run is not None:
         if ref.task != "causal":
             raise ChatError(f"run {ref.run.id} trained a reward model (rm): it scores text and cannot chat; use it "
-                            "as a reward source, and pick a policy run (sft, dpo, kto, grpo, rloo) here")
+                            f"as a reward source, and pick a policy run ({', '.join(modes_where(task='causal'))}) "
+                            "here")
         return ref.with_label(f"{ref.run.name} ({ref.run.mode})")
     if ref.kind == "export":
         return ref.with_label(f"export · {Path(ref.adapter or ref.base).name}")

@@ -16,8 +16,10 @@ def serving_folder(spec: str, workspace: Path, progress: Progress | None = None)
     <workspace>/models), a merged export, a folder, a Hub id, the embedded model. ModelError says why not."""
     ref = ModelRef.parse(spec, workspace)
     if ref.task == "seq_cls":
+        from backend.core.mode_registry import modes_where
+
         raise ModelError(f"{spec} is a reward model (a classifier that scores text); serve a causal language model: "
-                         "a run of sft, dpo, kto, grpo, rloo or ppo, an export of one, or a base model",
+                         f"a run of {', '.join(modes_where(task='causal'))}, an export of one, or a base model",
                          "task", spec)
     name = ref.label or Path(spec).name or spec
     if ref.kind == "run":
