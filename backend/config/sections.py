@@ -278,6 +278,40 @@ class RLSettings(_Section):
                     "bnpo: over the local batch; cispo / sapo: softer clipping.",
         json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("loss_type",)))
 
+    epsilon: float = Field(0.2, gt=0, le=10, title="Clip range",
+                           description="How far one update may move a token's probability ratio (PPO-style clipping; "
+                                       "GSPO's sequence-level ratios want ~3e-4).",
+                           json_schema_extra=_meta("advanced", modes=list(GROUP_MODES), aliases=("epsilon",)))
+    epsilon_high: float = Field(0.0, ge=0, le=10, title="Upper clip range",
+                                description="Clip-higher (DAPO: 0.28): a larger upper bound lets unlikely tokens that "
+                                            "earned reward rise faster, keeping exploration up; 0: the clip range.",
+                                json_schema_extra=_meta("advanced", modes=list(GROUP_MODES), unset=0.0,
+                                                        aliases=("epsilon_high",)))
+    delta: float = Field(0.0, ge=0, le=100, title="Two-sided clip (delta)",
+                         description="Also bound the ratio of tokens with negative advantage from above (INTELLECT-2; "
+                                     "above 1 + clip range, e.g. 4); 0: off.",
+                         json_schema_extra=_meta("advanced", modes=["grpo"], unset=0.0, aliases=("delta",)))
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", title="Importance sampling level",
+        description="token: one probability ratio per token (GRPO); sequence: one per completion, the mean of its "
+                    "tokens' (GSPO), steadier for long completions.",
+        json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("importance_sampling_level",)))
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", title="Reward scaling",
+        description="Advantages divided by the standard deviation of the group's rewards (GRPO), of the batch's, or "
+                    "not at all (Dr. GRPO: no bias towards easy or hard questions).",
+        json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("scale_rewards",)))
+    mask_truncated_completions: bool = Field(
+        False, title="Leave cut-off answers out",
+        description="Completions that hit the length limit add nothing to the loss (DAPO): an answer cut short is "
+                    "not punished for what it had no room to say.",
+        json_schema_extra=_meta("advanced", modes=list(GROUP_MODES), aliases=("mask_truncated_completions",)))
+    top_entropy_quantile: float = Field(
+        1.0, ge=0, le=1, title="Top-entropy tokens",
+        description="Train only on this share of each completion's tokens, those the model was least sure of "
+                    "(\"Beyond the 80/20 rule\": 0.2); 1: every token.",
+        json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("top_entropy_quantile",)))
+
     generation_backend: Literal["transformers", "vllm"] = Field(
         "transformers", title="Generation backend",
         description="transformers: generate with the training model (any machine); vllm: generate with vLLM (CUDA "

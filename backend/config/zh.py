@@ -113,6 +113,15 @@ ZH: dict[str, tuple[str, str]] = {
     "rl.beta": ("KL 系数（beta）", "偏离参考模型的惩罚。0 跳过参考模型的前向计算（更快）；0.01 到 0.05 让策略保持接近。"),
     "rl.loss_type": ("GRPO 损失", "token 损失如何平均。dapo：对整个批次的 token 平均（无长度偏差）；grpo：按序列平均（偏好短的正确回答）；"
                                "dr_grpo：除以常数；bnpo：对本地批次平均；cispo / sapo：更柔和的裁剪。"),
+    "rl.epsilon": ("裁剪范围", "一次更新最多能让 token 的概率比移动多少（PPO 式裁剪；GSPO 的序列级比值需要约 3e-4）。"),
+    "rl.epsilon_high": ("上裁剪范围", "clip-higher（DAPO：0.28）：更大的上界让获得奖励的低概率 token 上升得更快，保持探索；0：同裁剪范围。"),
+    "rl.delta": ("双侧裁剪（delta）", "对优势为负的 token 的概率比也从上方加界（INTELLECT-2；应大于 1 + 裁剪范围，例如 4）；0：关闭。"),
+    "rl.importance_sampling_level": ("重要性采样级别", "token：每个 token 一个概率比（GRPO）；sequence：每个回答一个，取其 token 的平均"
+                                                  "（GSPO），长回答时更稳定。"),
+    "rl.scale_rewards": ("奖励缩放", "优势除以组内奖励的标准差（GRPO）、批次内的标准差，或不缩放（Dr. GRPO：不偏向容易或困难的问题）。"),
+    "rl.mask_truncated_completions": ("不计被截断的回答", "达到长度上限的回答不计入损失（DAPO）：被截断的回答不会因为没写完而受罚。"),
+    "rl.top_entropy_quantile": ("高熵 token 比例", "只在每个回答中模型最不确定的这部分 token 上训练（“Beyond the 80/20 rule”：0.2）；"
+                                               "1：全部 token。"),
     "rl.generation_backend": ("生成后端", "transformers：用训练中的模型生成（任何机器）；vllm：用 vLLM 生成（CUDA GPU，`pip install "
                                        "vllm`），长回答快得多；vLLM 尚未在工作台自己的测试中于硬件上运行过。"),
     "rl.shared_prompts": ("每个提示只读一次", "生成时每个不同的提示只预填充一次，更新时也只为它的所有补全运行一次（对数概率和梯度相同，仅有浮点舍入差异；补全较短时更新计算量少 2-5 倍）。训练时有随机丢弃、梯度检查点、FSDP / DeepSpeed 或 Liger 时自动不用。关闭：TRL 自己的路径。"),

@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 
 from backend import reporting
 from backend.config import RunConfig
-from backend.config.build import get_path, trainer_settings
+from backend.config.build import field_info, get_path, trainer_settings
 from backend.config.run_config import AUTO_SAVE_RATIO
 from backend.core.mode_registry import mode_spec
 
@@ -111,6 +111,8 @@ def schema_args(config: RunConfig, args_cls: type) -> dict:
         if name is None:
             raise TypeError(f"setting {path}: {args_cls.__name__} has no field {' or '.join(names)}")
         value = get_path(config, path)
+        if value == (field_info(path).json_schema_extra or {}).get("unset", object()):
+            value = None  # the schema's "off" (0) is TRL's None
         out[name] = [value] if _takes_list(fields[name]) and not isinstance(value, list) else value
     return out
 

@@ -27,7 +27,9 @@ def test_a_mode_hands_its_section_to_its_trainer(mode, tmp_path):
                "orpo": {"orpo": {"beta": 0.25}},
                "cpo": {"cpo": {"beta": 0.2, "loss_type": "hinge", "cpo_alpha": 0.5}},
                "simpo": {"simpo": {"beta": 2.5, "simpo_gamma": 1.4, "cpo_alpha": 0.1}},
-               "grpo": {"rl": {"beta": 0.04, "loss_type": "grpo", "temperature": 0.7}},
+               "grpo": {"rl": {"beta": 0.04, "loss_type": "grpo", "temperature": 0.7, "epsilon_high": 0.28,
+                               "importance_sampling_level": "sequence", "scale_rewards": "none",
+                               "mask_truncated_completions": True, "top_entropy_quantile": 0.2}},
                "rloo": {"rl": {"num_generations": 4, "top_p": 0.9}, "per_device_train_batch_size": 4},
                "ppo": {"ppo": {"kl_coef": 0.2, "num_ppo_epochs": 2}, "rl": {"max_completion_length": 32}}}[mode]
     sources = [{"type": "length", "params": {"target": 10}}] if MODES[mode].online_rl else []
@@ -81,3 +83,16 @@ def test_a_setting_trl_lacks_is_named(monkeypatch):
 def test_only_known_settings_are_marked():
     known = {p for p, _ in field_paths()}
     assert all(p in known for m in MODES for p, _ in trainer_settings(m))
+
+
+def test_an_option_left_off_is_trls_none():
+    sources = [{"type": "length", "params": {"target": 10}}]
+    off = schema_args(build_config({"mode": "grpo", "dataset": "x.jsonl", "reward_sources": sources}),
+                      args_class("grpo"))
+    assert off["epsilon_high"] is None and off["delta"] is None and off["epsilon"] == 0.2
+    on = schema_args(build_config({"mode": "grpo", "dataset": "x.jsonl", "reward_sources": sources,
+                                   "rl": {"epsilon_high": 0.28, "delta": 4}}), args_class("grpo"))
+    assert (on["epsilon_high"], on["delta"]) == (0.28, 4)
+    rloo = schema_args(build_config({"mode": "rloo", "dataset": "x.jsonl", "reward_sources": sources,
+                                     "per_device_train_batch_size": 2}), args_class("rloo"))
+    assert "delta" not in rloo and "importance_sampling_level" not in rloo  # GRPO's alone
