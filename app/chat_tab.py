@@ -87,7 +87,7 @@ def sources_yaml(configs) -> str:
                           sort_keys=False, default_flow_style=None, width=100)
 
 
-def parse_sources(text: str) -> tuple[list, list[str]]:
+def parse_sources(text: str, lang: str = i18n.DEFAULT) -> tuple[list, list[str]]:
     from backend.config import ConfigError, build_config
 
     try:
@@ -95,7 +95,7 @@ def parse_sources(text: str) -> tuple[list, list[str]]:
     except ConfigError as e:
         return [], e.errors
     if not configs:
-        return [], ["no reward sources: give at least one (a YAML list of {type, name, weight, params})"]
+        return [], [i18n.text("chat.no_sources", lang)]
     return configs, []
 
 
@@ -290,7 +290,7 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
     def on_score(sources_text, columns_text, s: ChatSession, request: gr.Request = None):
         lang = i18n.lang_of(request)
         cannot = i18n.text("chat.cannot_score", lang)
-        configs, errors = parse_sources(sources_text)
+        configs, errors = parse_sources(sources_text, lang)
         if errors:
             return error_markdown(errors, cannot, lang)
         sides = [i for i in range(2) if s.asked[i] is not None and s.histories[i]]

@@ -320,7 +320,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
         try:
             run = jobs.resume_run(store, v.run_id)
         except (KeyError, ValueError) as e:
-            gr.Warning(str(e.args[0]))  # the store's reason, in English
+            gr.Warning(i18n.text("runs.cannot_resume", lang, why=e.args[0]))  # the store's reason, in English
             return render(v, lang)
         gr.Info(i18n.text("runs.resuming", lang, name=run.name, attempt=run.attempt, step=run.step,
                           status=status_text(run.status, lang)))
@@ -355,7 +355,7 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
         try:
             left = jobs.delete_runs(store, [v.run_id])
         except DeleteRefused as e:
-            gr.Warning(e.errors[0])  # the store's reason, in English
+            gr.Warning(i18n.text("runs.cannot_delete", lang, why=e.errors[0]))  # the store's reason, in English
             v.confirm_delete = False
             return render(v, lang)
         gr.Info(i18n.text("runs.deleted", lang, name=name))

@@ -224,13 +224,13 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             return shown_rows(params[:index] + params[index + 1:])
         return on_remove
 
-    def on_spec_preset(path):
+    def on_spec_preset(path, request: gr.Request = None):
         if not path:
             return gr.skip()
         try:
             spec = sweeps.load_sweep_spec(path)
         except ConfigError as e:
-            gr.Warning("; ".join(e.errors))
+            gr.Warning(i18n.text("sweeps.cannot_load", i18n.lang_of(request), why="; ".join(e.errors)))
             return gr.skip()
         o = spec.objective
         return shown_rows([p.model_dump(exclude_none=True) for p in spec.space]) | {
@@ -275,7 +275,7 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
             sweeps.resume_sweep(store, v.sweep_id, n)
             gr.Info(i18n.text("sweeps.resumed", lang, n=n))
         except ConfigError as e:
-            gr.Warning("; ".join(e.errors))
+            gr.Warning(i18n.text("sweeps.cannot_resume", lang, why="; ".join(e.errors)))
         return render(v, lang)
 
     def on_train_best(v: SweepView, request: gr.Request = None):
@@ -287,7 +287,7 @@ def build(store: RunStore, polls: TabPolls, runs_select: gr.Dropdown, train_form
         try:
             run = jobs.submit_run(store, config)
         except ConfigError as e:
-            gr.Warning("; ".join(e.errors))
+            gr.Warning(i18n.text("sweeps.cannot_train_best", lang, why="; ".join(e.errors)))
             return gr.skip()
         gr.Info(i18n.text("sweeps.started_run", lang, name=run.name))
         return open_run(run.id)
