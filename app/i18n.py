@@ -66,6 +66,8 @@ UI: dict[str, tuple[str, str]] = {
     "section.orpo": ("ORPO", "ORPO"),
     "section.cpo": ("CPO", "CPO"),
     "section.simpo": ("SimPO", "SimPO"),
+    "section.gkd": ("GKD (distillation)", "GKD（蒸馏）"),
+    "section.online_dpo": ("Online DPO", "在线 DPO"),
     "section.lora": ("LoRA", "LoRA"),
     "section.ppo": ("PPO", "PPO"),
     "section.rl": ("Reinforcement learning", "强化学习"),

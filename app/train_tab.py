@@ -272,7 +272,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                 out[memory] = i18n.text("train.memory_estimating", lang)
         return out | {data_format: text}
 
-    def on_row(shown, dataset, mode, *data_values, evt: gr.SelectData, request: gr.Request = None):
+    def on_row(evt: gr.SelectData, shown, dataset, mode, *data_values, request: gr.Request = None):
         """A clicked preview row in full: the cells show each value's start only (the row is read again)."""
         from backend.data import prepare_dataset
 
