@@ -197,7 +197,8 @@ class CommitResult:
 
 def commit_label(store: RunStore, session_id: str, item_id: int, choice: str, annotator: str,
                  client: str | None = None, edited_text: str | None = None, note: str | None = None) -> CommitResult:
-    """Record one label, committed before this returns. Idempotent per (item, client)."""
+    """Record one label, committed before this returns. Idempotent per (item, client), and per (item, annotator)
+    for a named labeler (an item their older tab still shows is not labeled twice)."""
     annotator = (annotator or "").strip() or "anonymous"
     client = client or annotator
     choice = (choice or "").strip().lower().replace(" ", "_")
@@ -215,6 +216,9 @@ def commit_label(store: RunStore, session_id: str, item_id: int, choice: str, an
             raise LabelError(f"item {item_id} has no answers yet")
         existing = db.execute("SELECT * FROM labels WHERE item_id=? AND client=? AND undone=0",
                               (item["id"], client)).fetchone()
+        if existing is None and annotator != "anonymous":  # the same labeler in another tab: one label each
+            existing = db.execute("SELECT * FROM labels WHERE item_id=? AND annotator=? AND undone=0",
+                                  (item["id"], annotator)).fetchone()
         if existing is not None:
             return CommitResult(label_from_row(existing), created=False)
         edited = clean_text(edited_text)

@@ -206,6 +206,19 @@ def is_run_id(text: str) -> bool:
     return bool(RUN_ID.match(text or ""))
 
 
+def dataset_label(spec: str) -> str:
+    """A dataset's short name for a run's default name: a built-in set without its `demo-`, a file's or folder's
+    stem, a Hub id's last part, `mix` for several."""
+    spec = (spec or "").strip()
+    if "," in spec:
+        return "mix"
+    if spec.startswith("labels:"):  # a labeling session's export
+        return "labels"
+    last = spec.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    last = re.sub(r"\.(jsonl|json|csv|parquet|tsv|txt)$", "", last, flags=re.I).removeprefix("demo-")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", last).strip("-.")[:24] or "data"
+
+
 @functools.lru_cache(maxsize=1024)
 def _stored_config(text: str) -> RunConfig:
     """A run's config as stored (validated when it was written): validated once per process, not at every read
@@ -370,7 +383,7 @@ class RunStore:
         now = time.time()
         for attempt in range(20):  # ids made in the same second share 65536 suffixes: draw again on a clash
             run_id = new_run_id()
-            name = config.name or f"{config.mode}-{run_id[9:15]}"
+            name = config.name or f"{config.mode}-{dataset_label(config.dataset)}-{run_id[9:15]}"
             try:
                 with self._connect() as db:
                     db.execute("INSERT INTO runs (id, name, mode, status, config, created_at) VALUES (?,?,?,?,?,?)",

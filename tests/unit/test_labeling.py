@@ -137,6 +137,8 @@ def test_an_item_held_in_the_annotators_older_tab_is_theirs_to_take_when_nothing
     assert L.claim_next(store, session.id, "bob", client="bob-laptop").id == second.id  # bob's own, elsewhere
     L.commit_label(store, session.id, taken.id, "a", "ann", client="new-tab")
     assert L.claim_next(store, session.id, "ann", client="old-tab") is None  # labeled: nothing for ann's old tab
+    again = L.commit_label(store, session.id, taken.id, "b", "ann", client="old-tab")  # the old tab's key press
+    assert not again.created and again.label.choice == "a"  # one label per labeler, the first kept
     anon = make_session(store, prompts=PROMPTS[:1])
     assert L.claim_next(store, anon.id, "", client="browser-1") is not None
     assert L.claim_next(store, anon.id, "", client="browser-2") is None

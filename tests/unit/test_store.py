@@ -15,9 +15,11 @@ def test_runs_are_created_queued_and_listed_newest_first(tmp_path):
     store = RunStore(tmp_path)
     a = store.create_run(build_config({"name": "first"}))
     b = store.create_run(build_config({}))
-    assert a.status == "queued" and a.name == "first" and b.name.startswith("sft-")
+    assert a.status == "queued" and a.name == "first" and b.name.startswith("sft-sft-instructions-")
     assert [r.id for r in store.list_runs()] == [b.id, a.id]
     assert store.run_dir(a.id).is_dir()
+    c = store.create_run(build_config({"mode": "dpo", "dataset": "/data/My prefs.jsonl"}))
+    assert c.name.startswith("dpo-My-prefs-")  # the dataset in the default name
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
