@@ -180,8 +180,10 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
 
     def poll(eval_id, category_v, other_v, last, about, request: gr.Request = None):
         lang = i18n.lang_of(request)
+        if not eval_id:  # "No evaluation selected", once per language (the page is built in English)
+            return {shown: last} if last == ("", lang) else {progress: progress_html(None, lang), shown: ("", lang)}
         # a finished evaluation is drawn once, unless the session's language changed since
-        if not eval_id or (last and last[0] == eval_id and last[1] in evals.FINAL and last[-1] == lang):
+        if last and last[0] == eval_id and last[1] in evals.FINAL and last[-1] == lang:
             return {shown: last}
         return render(eval_id, category_v, other_v, last, about, lang)
 

@@ -316,6 +316,6 @@ def memory_markdown(summary: str | None, fits: bool | None = None, why_not: str 
     if summary is None:
         why = _escape_tags(why_not or i18n.text("msg.no_estimate", lang))
         return f"**{i18n.text('msg.memory', lang)}** {i18n.text('msg.memory_unknown', lang)} ({why})"
-    head, sep, rest = summary.partition(": ")
+    head, sep, rest = summary.partition(": ") if ": " in summary else summary.partition("：")  # en / zh
     mark = "⚠️ " if fits is False else ""
-    return f"{mark}**{head}:** {_escape_tags(rest)}" if sep else _escape_tags(summary)
+    return f"{mark}**{head}{sep.strip()}** {_escape_tags(rest)}" if sep else _escape_tags(summary)

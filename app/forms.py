@@ -267,11 +267,11 @@ class SettingsForm:
         """A RunConfig from the values of `inputs`; ConfigError lists every bad field."""
         return config_from_values(self.pack(values))
 
-    def updates_from(self, config: RunConfig) -> dict:
-        """{component: update} for `outputs` that shows `config`."""
+    def updates_from(self, config: RunConfig, lang: str = "en") -> dict:
+        """{component: update} for `outputs` that shows `config` (the reward sources' help in `lang`)."""
         out = {}
         for c, value in zip(self.components.values(), values_from_config(config)):
-            out |= c.updates_for(value) if isinstance(c, RewardSourcesEditor) else {c: value}
+            out |= c.updates_for(value, lang) if isinstance(c, RewardSourcesEditor) else {c: value}
         return out
 
     def _mode_paths(self) -> list[str]:

@@ -177,7 +177,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             if fixed is None:
                 return {train.message: i18n.text("doctor.no_fix", lang)}
             note = i18n.text("doctor.fixed", lang, name=run.name, fix=fix_text(fix))
-            return {**train.form.updates_from(fixed.model_copy(update={"name": ""})), train.message: note,
+            return {**train.form.updates_from(fixed.model_copy(update={"name": ""}), lang), train.message: note,
                     **polls.open("train")}
 
         runs.fix.click(fix_run, runs.select, [*train.form.outputs, train.message, *polls.outputs],
@@ -191,6 +191,9 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
         for event in (opened, switched):
             event.then(preview_fn, **preview_io, show_progress="hidden")
             event.then(memory_fn, **memory_io, show_progress="hidden")
+            for editor in (train.sources, play.sources):  # each reward source's help, in the language
+                help_fn, help_in, help_out = editor.help_refresh
+                event.then(help_fn, help_in, help_out, show_progress="hidden")
         prompts_fn, prompts_io = play.load
         demo.load(prompts_fn, **prompts_io, show_progress="hidden")
         chat_fn, chat_io = chat.load

@@ -195,7 +195,10 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
     model.change(on_model, model, status, show_progress="hidden")
     score.click(on_score, {dataset, first, count, completions, lam, *editor.inputs}, [summary, table])
     if train_sources is not None:
-        use_train.click(lambda values: editor.copy_from(train_sources.read(values)), set(train_sources.inputs),
+        def on_use_train(values: dict, request: gr.Request = None):
+            return editor.copy_from(train_sources.read(values), i18n.lang_of(request))
+
+        use_train.click(on_use_train, set(train_sources.inputs),
                         editor.outputs, show_progress="hidden")
     return PlaygroundTab(sources=editor, load=(on_prompts, prompt_io))
 

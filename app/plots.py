@@ -6,6 +6,7 @@ Plain functions over store rows ({id, step, name, value, time}); no gradio here,
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app import i18n
 from backend.core.step_timing import TIMING_KEYS
 
 RAW_COLOR = "rgba(99, 110, 250, 0.45)"
@@ -209,17 +211,18 @@ def _axes(fig: go.Figure, where: dict, steps: list[int], values: list[float]) ->
 
 def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX_POINTS,
                        budgets: dict[str, float] | None = None, names: list[str] | None = None,
-                       empty: str = "No metrics yet") -> go.Figure:
+                       empty: str | None = None, lang: str = i18n.DEFAULT) -> go.Figure:
     """One subplot per metric; `budgets` ({cost source name: budget}) draws each budget as a dashed line on its
     cost's chart (cost/<name>/mean), where the reward is drawn too, on the right-hand axis, so a user sees what
-    keeping the cost down did to the reward."""
+    keeping the cost down did to the reward. Legends and titles in `lang`."""
+    t = functools.partial(i18n.text, lang=lang)
     names = metric_order(n for n in series if n not in SUMMARY) if names is None else list(names)
     summary = summary_text(series)
     if not names:
-        return empty_figure(summary or empty)
+        return empty_figure(summary or empty or t("plot.no_metrics"))
     with_reward = {n for n in names if n.startswith("cost/") and series.get("reward", ([], []))[1]}
-    titles = [n if n == STEP_TIME else f"{n} (no finite values)" if not series[n][1]
-              else f"{n} and reward (right axis)" if n in with_reward else n for n in names]
+    titles = [n if n == STEP_TIME else t("plot.no_finite", name=n) if not series[n][1]
+              else t("plot.with_reward", name=n) if n in with_reward else n for n in names]
     fig, cols = _grid(titles, extra_height=40, secondary=bool(with_reward))
     for i, name in enumerate(names):
         if name == STEP_TIME:
@@ -230,30 +233,31 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
         where = dict(row=i // cols + 1, col=i % cols + 1)
         _axes(fig, where, steps, values)
         if not smoothed(name):  # a schedule: its logged values as one line, nothing averaged
-            fig.add_trace(go.Scatter(x=xs, y=raw, name="as logged", mode="lines", legendgroup="as logged",
+            fig.add_trace(go.Scatter(x=xs, y=raw, name=t("plot.as_logged"), mode="lines", legendgroup="as logged",
                                      showlegend=False, line=dict(color=SMOOTH_COLOR, width=2),
                                      hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"), **where)
         else:
             _, smooth = _thin(steps, ema(values, alpha), max_points)
-            fig.add_trace(go.Scatter(x=xs, y=raw, name="raw", mode="lines+markers", legendgroup="raw",
+            fig.add_trace(go.Scatter(x=xs, y=raw, name=t("plot.raw"), mode="lines+markers", legendgroup="raw",
                                      showlegend=_new_group(fig, "raw"), line=dict(color=RAW_COLOR, width=1),
                                      marker=dict(color=RAW_COLOR, size=4),
                                      hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>raw</extra>"), **where)
-            fig.add_trace(go.Scatter(x=xs, y=smooth, name=f"smoothed (EMA α={alpha})", mode="lines",
+            fig.add_trace(go.Scatter(x=xs, y=smooth, name=t("plot.smoothed", alpha=alpha), mode="lines",
                                      legendgroup="smoothed", showlegend=_new_group(fig, "smoothed"),
                                      line=dict(color=SMOOTH_COLOR, width=2),
                                      hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra>EMA</extra>"), **where)
         budget = (budgets or {}).get(name.removeprefix("cost/").removesuffix("/mean")) \
             if name.startswith("cost/") else None
         if budget is not None and xs:
-            fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[budget, budget], name="budget", mode="lines",
-                                     legendgroup="budget", showlegend=not any(t.name == "budget" for t in fig.data),
+            fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[budget, budget], name=t("plot.budget"), mode="lines",
+                                     legendgroup="budget",
+                                     showlegend=not any(trace.legendgroup == "budget" for trace in fig.data),
                                      line=dict(color=BUDGET_COLOR, width=1.5, dash="dash"),
                                      hovertemplate=f"budget {budget:g}<extra></extra>"), **where)
         if name in with_reward:
             steps, values = series["reward"]
             rx, ry = _thin(steps, ema(values, alpha), max_points)
-            fig.add_trace(go.Scatter(x=rx, y=ry, name="reward (EMA, right axis)", mode="lines",
+            fig.add_trace(go.Scatter(x=rx, y=ry, name=t("plot.reward"), mode="lines",
                                      legendgroup="reward", showlegend=not any(t.legendgroup == "reward"
                                                                               for t in fig.data),
                                      line=dict(color=COST_COLOR, width=2),
@@ -261,7 +265,7 @@ def figure_from_series(series: Series, alpha: float = 0.3, max_points: int = MAX
                           secondary_y=True, **where)
     _style(fig, top=50, legend_x="right")
     if summary:
-        fig.update_layout(title=dict(text=f"final: {summary}", font=dict(size=13), x=0.0, xanchor="left",
+        fig.update_layout(title=dict(text=t("plot.final", summary=summary), font=dict(size=13), x=0.0, xanchor="left",
                                      y=1.0, yanchor="top", yref="container", pad=dict(t=8, l=8)))
     return fig
 

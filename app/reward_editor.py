@@ -29,7 +29,7 @@ import yaml
 from app import i18n
 
 from backend.config import ConfigError, build_config
-from backend.rewards.spec import (EXAMPLES, KIND_DESCRIPTIONS, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
+from backend.rewards.spec import (EXAMPLES, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
                                   validate_params)
 
 MAX_SOURCES = 8
@@ -153,26 +153,30 @@ def drop_repeated_errors(errors: list[str], reported: set[str]) -> list[str]:
 
 # ---- help text, from the schema ----
 
-def _default_text(info) -> str:
+def _default_text(info, lang: str = i18n.DEFAULT) -> str:
     if info.is_required():
-        return "required"
+        return i18n.text("reward.help.required", lang)
     value = info.get_default(call_default_factory=True)
     if isinstance(value, list):
-        value = ", ".join(map(str, value)) or "none"
-    return f"default {value}"
+        value = ", ".join(map(str, value)) or i18n.text("reward.help.none", lang)
+    return i18n.text("reward.help.default", lang, value=value)
 
 
-def kind_help(kind: str | None, open_params: bool = False) -> str:
-    """What a kind scores and its parameters (title, default, help), as HTML; the parameter list is folded
-    unless `open_params` (the row's params have a problem)."""
+def kind_help(kind: str | None, open_params: bool = False, lang: str = i18n.DEFAULT) -> str:
+    """What a kind scores and its parameters (title, default, help), as HTML, in `lang`; the parameter list is
+    folded unless `open_params` (the row's params have a problem)."""
     if not kind or kind not in PARAM_MODELS:
         return ""
     fields = PARAM_MODELS[kind].model_fields
-    items = [f"<li><code>{name}</code> <i>{html.escape(info.title or name)}, {_default_text(info)}</i>"
-             f" — {html.escape(info.description or '')}</li>" for name, info in fields.items()]
+    items = []
+    for name, info in fields.items():
+        title, help_text = i18n.reward_param_text(kind, name, lang)
+        items.append(f"<li><code>{name}</code> <i>{html.escape(title)}, {html.escape(_default_text(info, lang))}</i>"
+                     f" — {html.escape(help_text)}</li>")
     example = _flow(EXAMPLES.get(kind)) or "{}"
-    return (f'<div class="wb-help-kind"><b>{kind}</b>: {html.escape(KIND_DESCRIPTIONS.get(kind, ""))}</div>'
-            f'<details{" open" if open_params else ""}><summary>Parameters: {", ".join(fields)} · example '
+    summary = i18n.text("reward.help.params", lang, names=", ".join(fields))
+    return (f'<div class="wb-help-kind"><b>{kind}</b>: {html.escape(i18n.kind_description(kind, lang))}</div>'
+            f'<details{" open" if open_params else ""}><summary>{html.escape(summary)} '
             f'<code>{html.escape(example)}</code></summary><ul>{"".join(items)}</ul></details>')
 
 
@@ -187,13 +191,14 @@ def row_problem(kind: str | None, params) -> str | None:
     return None
 
 
-def row_help(kind: str | None, params) -> str:
+def row_help(kind: str | None, params, lang: str = i18n.DEFAULT) -> str:
+    """A row's help in `lang`: whether its params are valid (the schema's message stays English), then its kind's."""
     if not kind:
         return ""
     problem = row_problem(kind, params)
     status = (f'<div class="wb-help-error">⚠ {html.escape(problem)}</div>' if problem
-              else '<div class="wb-help-ok">✓ parameters valid</div>')
-    return f'<div class="wb-help">{status}{kind_help(kind, open_params=bool(problem))}</div>'
+              else f'<div class="wb-help-ok">✓ {html.escape(i18n.text("reward.help.valid", lang))}</div>')
+    return f'<div class="wb-help">{status}{kind_help(kind, open_params=bool(problem), lang=lang)}</div>'
 
 
 def kind_choices() -> list[tuple[str, str]]:
@@ -247,17 +252,25 @@ class RewardSourcesEditor:
         """This editor's values in slot order, out of an event's {component: value} dict."""
         return [values[c] for c in self.inputs]
 
-    def updates_for(self, sources: Sequence) -> dict:
-        """{component: update} for `outputs` that shows `sources`."""
+    def updates_for(self, sources: Sequence, lang: str = i18n.DEFAULT) -> dict:
+        """{component: update} for `outputs` that shows `sources` (their help in `lang`)."""
         values = values_for(sources)
         rows = rows_of(values)
         return (dict(zip(self.inputs, values)) | {row: gr.update(visible=bool(r[0])) for row, r in zip(self.rows, rows)}
-                | {h: row_help(r[0], r[3]) for h, r in zip(self.helps, rows)})
+                | {h: row_help(r[0], r[3], lang) for h, r in zip(self.helps, rows)})
 
-    def copy_from(self, values: Sequence) -> dict:
+    def copy_from(self, values: Sequence, lang: str = i18n.DEFAULT) -> dict:
         """Updates showing the rows of another editor, given its values in slot order (the playground's "use
         the Train tab's sources")."""
-        return self.updates_for(sources_from_values(values))
+        return self.updates_for(sources_from_values(values), lang)
+
+    @property
+    def help_refresh(self) -> tuple:
+        """(fn, inputs, outputs) that writes every row's help in the session's language (after it changes)."""
+        def on_language(values: dict, request: gr.Request = None):  # a dict: `request` must be positional
+            lang = i18n.lang_of(request)
+            return [row_help(values[k], values[p], lang) for k, p in zip(self.kinds, self.params)]
+        return on_language, {*self.kinds, *self.params}, list(self.helps)
 
 
 def build(prefix: str = "reward", sources: Sequence = (), title_key: str | None = None, info_key: str | None = None,
@@ -315,46 +328,48 @@ def build(prefix: str = "reward", sources: Sequence = (), title_key: str | None 
             add_kind = words.add(gr.Dropdown(choices=kind_choices(), value=DEFAULT_KIND, info=None,
                                              elem_id=f"{prefix}-add-type", scale=3, min_width=150), "reward.add_kind")
             add = words.add(gr.Button(elem_id=f"{prefix}-add", scale=2, min_width=140), "reward.add", "value")
-        words.add(gr.Markdown(elem_classes=["wb-kinds"]), lambda lang: _kinds_markdown(i18n.text("reward.kinds", lang)),
-                  "value")
+        words.add(gr.Markdown(elem_classes=["wb-kinds"]), lambda lang: _kinds_markdown(i18n.text("reward.kinds", lang),
+                                                                                   lang), "value")
     editor = RewardSourcesEditor(container, rows, kinds, names, weights, params, roles, budgets, whens, helps, add,
                                  add_kind)
     _wire(editor, removes)
     return editor
 
 
-def _kinds_markdown(kinds: str = "Kinds:") -> str:
+def _kinds_markdown(kinds: str = "Kinds:", lang: str = i18n.DEFAULT) -> str:
     # each kind is a value typed in YAML (code); its description is in its tooltip
-    return f"{kinds} " + " · ".join(f"<abbr title=\"{html.escape(KIND_DESCRIPTIONS[k])}\"><code>{k}</code></abbr>"
-                                    for k in SOURCE_KINDS)
+    return f"{kinds} " + " · ".join(f"<abbr title=\"{html.escape(i18n.kind_description(k, lang))}\"><code>{k}</code>"
+                                    "</abbr>" for k in SOURCE_KINDS)
 
 
 def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
     slot_outputs = editor.outputs
 
     def on_add(values: dict, request: gr.Request = None):
+        lang = i18n.lang_of(request)
         sources = sources_from_values(editor.read(values))
         if len(sources) >= MAX_SOURCES:
-            gr.Warning(i18n.text("reward.at_most", i18n.lang_of(request), n=MAX_SOURCES))
+            gr.Warning(i18n.text("reward.at_most", lang, n=MAX_SOURCES))
             return gr.skip()  # skips every output (an empty dict would not)
         kind = values[editor.add_kind] or DEFAULT_KIND
         sources.append({"type": kind, "name": "", "weight": 1.0, "params": _flow(EXAMPLES.get(kind)),
                         "role": "reward"})
-        return editor.updates_for(sources)
+        return editor.updates_for(sources, lang)
 
     def kind_changed(params_box: gr.Textbox, help_box: gr.HTML):
-        def on_kind(kind, params):
+        def on_kind(kind, params, request: gr.Request = None):
+            lang = i18n.lang_of(request)
             new = params_on_kind_change(kind, params)
             if new is None:  # the params fit the new kind: kept as typed
-                return {help_box: row_help(kind, params)}
-            return {params_box: new, help_box: row_help(kind, new)}
+                return {help_box: row_help(kind, params, lang)}
+            return {params_box: new, help_box: row_help(kind, new, lang)}
         return on_kind
 
     def remover(index: int):
-        def on_remove(values: dict):
+        def on_remove(values: dict, request: gr.Request = None):
             rows = rows_of(editor.read(values))
             del rows[index]
-            return editor.updates_for([_source(*row) for row in rows if row[0]])
+            return editor.updates_for([_source(*row) for row in rows if row[0]], i18n.lang_of(request))
         return on_remove
 
     editor.add.click(on_add, {editor.add_kind, *editor.inputs}, slot_outputs, show_progress="hidden")
@@ -365,8 +380,12 @@ def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
         # help themselves and keep their params, and a .change listener could read a row half-updated.
         kind.input(kind_changed(params, help_), [kind, params], [params, help_], show_progress="hidden")
         # .input fires on key presses only; .blur also catches pasted or filled text once the box is left
-        params.input(row_help, [kind, params], help_, show_progress="hidden", trigger_mode="always_last")
-        params.blur(row_help, [kind, params], help_, show_progress="hidden")
+        params.input(_help_in_language, [kind, params], help_, show_progress="hidden", trigger_mode="always_last")
+        params.blur(_help_in_language, [kind, params], help_, show_progress="hidden")
+
+
+def _help_in_language(kind, params, request: gr.Request = None) -> str:
+    return row_help(kind, params, i18n.lang_of(request))
 
 
 def configs_from_values(values: Sequence) -> tuple[list, list[str]]:

@@ -161,18 +161,19 @@ def build(store: RunStore, polls: TabPolls, view: gr.State, words=None,
             return {}
         budgets = cost_budgets(run.config.reward_sources) if run else {}
         layout = chart_layout(v.series, run.config.spec.charts if run else ())
-        out = {plot: figure_from_series(v.series, budgets=budgets, names=layout.lead)}
+        out = {plot: figure_from_series(v.series, budgets=budgets, names=layout.lead, lang=lang)}
         text = i18n.text("runs.flat", lang, text=flat_text(v.series, layout.flat)) if layout.flat else ""
         if v.changed("flat", text):
             out[flat] = gr.update(value=text, visible=bool(text))
         for i, (box, figure) in enumerate(zip(group_boxes, group_plots)):
             title, names = layout.groups[i] if i < len(layout.groups) else ("", [])
+            title = i18n.text(f"runs.group.{title}", lang) if title in ("other", "more") else title
             label = (i18n.text("runs.chart", lang, title=title) if len(names) == 1
                      else i18n.text("runs.charts", lang, title=title, n=len(names))) if names else ""
             if v.changed(f"group-{i}", label):
                 out[box] = gr.update(label=label, visible=bool(names))
             if names and i in v.open_groups:
-                out[figure] = figure_from_series(v.series, budgets=budgets, names=names)
+                out[figure] = figure_from_series(v.series, budgets=budgets, names=names, lang=lang)
         return out
 
     def render_manage(v: RunView, run: Run | None, lang: str) -> dict:

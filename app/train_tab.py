@@ -244,9 +244,12 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
 
     # ---- handlers ----
 
-    def on_preview(dataset, mode, *values, request: gr.Request = None):
+    # Handlers that need the session's language read their inputs as one {component: value} dict: Gradio passes
+    # `request` to a positional parameter only, never to one after *values (it would stay None: always English).
+    def on_preview(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)
-        data_values, source_values = values[:len(DATA_PATHS)], values[len(DATA_PATHS):]
+        dataset, mode = values[c["dataset"]], values[c["mode"]]
+        data_values, source_values = [values[x] for x in data_inputs], sources.read(values)
         try:
             from backend.data import preview
         except ImportError as e:  # data module missing in a partial checkout
@@ -265,18 +268,20 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             # an RL run needs a reward: start from one this dataset supports (an earlier suggestion nobody
             # edited follows the dataset; edited sources are never replaced)
             suggested, why = suggested_sources(list(df.columns))  # every column, not only the format's
-            out |= sources.updates_for(suggested)
+            out |= sources.updates_for(suggested, lang)
             text += "\n\n" + i18n.text("train.reward_prefilled", lang, why=why)
             if sources_from_values(source_values) != sources_from_values(sources.read(out)):
                 # the estimate beside it read the sources before these: it follows this event (see the wiring)
                 out[memory] = i18n.text("train.memory_estimating", lang)
         return out | {data_format: text}
 
-    def on_row(evt: gr.SelectData, shown, dataset, mode, *data_values, request: gr.Request = None):
+    def on_row(evt: gr.SelectData, values: dict, request: gr.Request = None):
         """A clicked preview row in full: the cells show each value's start only (the row is read again)."""
         from backend.data import prepare_dataset
 
         lang = i18n.lang_of(request)
+        shown, dataset, mode = values[data_preview], values[c["dataset"]], values[c["mode"]]
+        data_values = [values[x] for x in data_inputs]
         index = int(evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index)
         try:
             ds, _ = prepare_dataset(dataset, mode, workspace, data_options(data_values))
@@ -295,13 +300,15 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         offered = [(f"{spec.rsplit('/', 1)[1]} (LLaMA-Factory)", spec) for spec in names]
         return {c["dataset"]: gr.update(choices=offered + dataset_choices(store))} if names else {}
 
-    def on_example(model, dataset, mode, *data_values, request: gr.Request = None):
+    def on_example(values: dict, request: gr.Request = None):
         """The model's tokenizer and chat template over the first prepared row (loads the tokenizer: on demand)."""
         from backend.data import DatasetError, prepare_dataset
         from backend.data.render import render_first
         from backend.models import ModelError
 
         lang = i18n.lang_of(request)
+        model, dataset, mode = values[c["model"]], values[c["dataset"]], values[c["mode"]]
+        data_values = [values[x] for x in data_inputs]
         try:
             options = data_options(data_values)
             ds, info = prepare_dataset(dataset, mode, workspace, options)
@@ -418,7 +425,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         except ModelError as e:
             line = memory_markdown(None, why_not=str(e), lang=lang)
         else:
-            line = memory_markdown(estimate.summary(), estimate.fits, lang=lang)
+            line = memory_markdown(estimate.summary(i18n.memory_texts(lang)), estimate.fits, lang=lang)
         return line + "".join(f"  \n💡 {text}" for text in suggestion_lines(config, lang))
 
     def suggestion_lines(config: RunConfig, lang: str) -> list[str]:
@@ -467,7 +474,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             config = load_config(path, only_applicable=False)  # the form keeps other modes' settings
         except ConfigError as e:
             return {message: error_markdown(e.errors, i18n.text("train.cannot_load", lang), lang)}
-        return form.updates_from(config) | {message: i18n.text("train.loaded", lang, name=Path(path).stem)}
+        return form.updates_from(config, lang) | {message: i18n.text("train.loaded", lang, name=Path(path).stem)}
 
     def on_check(values: dict, request: gr.Request = None):
         """The reward probe on the settings on screen, with the model the playground keeps loaded (bounded: one
@@ -506,7 +513,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             return {message: error_markdown(e.errors, lang=lang)}
         if fixed is None:
             return {apply_fix: gr.update(visible=False)}
-        return form.updates_from(fixed) | {message: i18n.text("doctor.applied", lang, fix=fix_text(fix)),
+        return form.updates_from(fixed, lang) | {message: i18n.text("doctor.applied", lang, fix=fix_text(fix)),
                                            apply_fix: gr.update(visible=False), pending_fix: {}}
 
     def refresh():
@@ -519,7 +526,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     form_values = set(form.inputs)  # handlers read them by component: form.config_from(values)
     data_inputs = [c[p] for p in DATA_PATHS]
     sources = next(c for c in form.components.values() if isinstance(c, RewardSourcesEditor))
-    preview_io = dict(inputs=[c["dataset"], c["mode"], *data_inputs, *sources.inputs],
+    preview_io = dict(inputs={c["dataset"], c["mode"], *data_inputs, *sources.inputs},
                       outputs=[data_preview, data_format, data_row, memory, c["dataset"], *sources.outputs])
     previewed = gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(data_inputs)], on_preview,
                       **preview_io, show_progress="minimal", show_progress_on=data_preview)
@@ -536,7 +543,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                      show_progress="hidden")
     gr.on([switch.change for switch in form.switches], lambda mode, *on: form.mode_updates(mode, on),
           [c["mode"], *form.switches], form.mode_outputs(), show_progress="hidden")
-    data_preview.select(on_row, [data_preview, c["dataset"], c["mode"], *data_inputs], data_row,
+    data_preview.select(on_row, {data_preview, c["dataset"], c["mode"], *data_inputs}, data_row,
                         show_progress_on=data_row)
     upload.upload(on_upload, upload, [c["dataset"], upload, message])
     start_event = start.click(on_start, form_values, [message, session, status, started], concurrency_limit=None)
@@ -546,7 +553,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     check.click(on_check, form_values, [reward_check, apply_fix, pending_fix], show_progress_on=reward_check)
     apply_fix.click(on_apply, form_values | {pending_fix}, [*form.outputs, message, apply_fix, pending_fix],
                     show_progress="hidden").then(on_memory, **memory_io, show_progress="hidden")
-    show_example.click(on_example, [c["model"], c["dataset"], c["mode"], *data_inputs], example)
+    show_example.click(on_example, {c["model"], c["dataset"], c["mode"], *data_inputs}, example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
     load_btn.click(on_load, preset, [*form.outputs, message], show_progress_on=message).then(on_memory, **memory_io, show_progress="hidden")
     return TrainTab(form=form, session=session, started=started, start_event=start_event,

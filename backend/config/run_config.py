@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from backend.config.sections import (ConstraintSettings, CPOSettings, DataSettings, DistributedSettings, DPOSettings,
-                                     EvalSettings, KTOSettings, LoraSettings, ORPOSettings, PPOSettings, RLSettings,
-                                     SimPOSettings, _meta, _Section, is_section)
+                                     EvalSettings, GKDSettings, KTOSettings, LoraSettings, OnlineDPOSettings,
+                                     ORPOSettings, PPOSettings, RLSettings, SimPOSettings, _meta, _Section, is_section)
 from backend.core.mode_registry import (ALL_MODES, EVAL_MODES, GENERATING_EVAL_MODES, MODES, RL_MODES,  # no torch
                                         ModeSpec, mode_spec)
 from backend.reporting import REPORTERS, missing_packages  # no torch
@@ -157,6 +157,8 @@ class RunConfig(_Section):
     simpo: SimPOSettings = Field(default_factory=SimPOSettings, title="SimPO")
     rl: RLSettings = Field(default_factory=RLSettings, title="Reinforcement learning")
     ppo: PPOSettings = Field(default_factory=PPOSettings, title="PPO")
+    gkd: GKDSettings = Field(default_factory=GKDSettings, title="GKD")
+    online_dpo: OnlineDPOSettings = Field(default_factory=OnlineDPOSettings, title="Online DPO")
     constraint: ConstraintSettings = Field(default_factory=ConstraintSettings, title="Cost constraint",
                                            json_schema_extra=_meta(trainer=False))
     eval: EvalSettings = Field(default_factory=EvalSettings, title="Evaluation")
@@ -174,6 +176,14 @@ class RunConfig(_Section):
     def spec(self) -> ModeSpec:
         """The run's mode as the registry defines it."""
         return mode_spec(self.mode)
+
+    @property
+    def teacher(self) -> str:
+        """The teacher model a distilling mode loads beside the one trained (its section's `teacher`); "" for the
+        other modes."""
+        if not self.spec.teacher_model:
+            return ""
+        return next(getattr(self, s).teacher for s in self.spec.sections if hasattr(getattr(self, s), "teacher"))
 
     @field_validator("max_steps")
     @classmethod
@@ -203,12 +213,12 @@ class RunConfig(_Section):
 
     def referenced_runs(self) -> set[str]:
         """Ids of the other runs this run loads when it starts: a reward model or the PPO value model's start
-        (a run id, or a folder inside workspace/runs/<id>), or the base model given as `run:<id>` or such a
-        folder."""
+        (a run id, or a folder inside workspace/runs/<id>), or the base model or a distilling mode's teacher given
+        as `run:<id>` or such a folder."""
         scorers = [self.ppo.value_init_run, *(s.params.get("model", "") for s in self.reward_sources
                                               if s.type == "reward_model")]
         ids = set()
-        for spec, bare_is_run in [(self.model, False), *((s, True) for s in scorers)]:
+        for spec, bare_is_run in [(self.model, False), (self.teacher, False), *((s, True) for s in scorers)]:
             spec = spec.strip()
             if spec.startswith("run:") or (bare_is_run and spec and len(Path(spec).parts) == 1):
                 ids.add(spec.removeprefix("run:").partition("@")[0])  # run:<id>@<step>: the run <id>

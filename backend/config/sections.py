@@ -1,6 +1,6 @@
-"""The sections of the run config (LoRA, distributed, DPO, KTO, ORPO, CPO, SimPO, RL, PPO, evaluation): every
-setting's label, help, range and group, once. A mode-specific section's `check` refuses combinations with the rest
-of the run that TRL would refuse only after the model has loaded."""
+"""The sections of the run config (LoRA, distributed, DPO, KTO, ORPO, CPO, SimPO, RL, PPO, GKD, Online DPO,
+evaluation): every setting's label, help, range and group, once. A mode-specific section's `check` refuses
+combinations with the rest of the run that TRL would refuse only after the model has loaded."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from backend.data.templates import TEMPLATE_NAMES  # plain data
-from backend.core.mode_registry import GENERATING_EVAL_MODES, GROUP_MODES, RL_MODES, VLLM_MODES  # no torch
+from backend.core.mode_registry import (GENERATING_EVAL_MODES, GROUP_MODES, VLLM_MODES,  # no torch
+                                        modes_where)
 
 if TYPE_CHECKING:
     from backend.config.run_config import RunConfig
@@ -242,17 +243,23 @@ class SimPOSettings(_Section):
                              json_schema_extra=_meta("advanced", aliases=("cpo_alpha",)))
 
 
+# The online RL modes that sample rl.num_generations completions per prompt in the workbench's generation path
+# (Online DPO samples a pair in TRL's own loop)
+_SAMPLING_MODES = modes_where(online_rl=True, judges_pairs=False)
+
+
 class RLSettings(_Section):
     num_generations: int = Field(2, ge=1, le=1024, title="Completions per prompt",
                                  description="Completions sampled for each prompt (GRPO / RLOO: at least 2, scored "
                                              "against each other; PPO: 1 is enough). The batch size counts "
                                              "completions: batch size × gradient accumulation × processes must "
                                              "be a multiple of this.",
-                                 json_schema_extra=_meta(aliases=("num_generations",)))
+                                 json_schema_extra=_meta(modes=_SAMPLING_MODES, aliases=("num_generations",)))
     max_completion_length: int = Field(64, ge=1, le=1_000_000, title="Max completion length",
                                        description="Tokens generated per completion; generation dominates the "
                                                    "step time.",
-                                       json_schema_extra=_meta(aliases=("max_completion_length",)))
+                                       json_schema_extra=_meta(aliases=("max_completion_length",),
+                                                               trainer={"online_dpo": "max_new_tokens"}))
     temperature: float = Field(1.0, gt=0, le=10, title="Temperature",
                                description="Sampling temperature: higher gives more varied completions.",
                                json_schema_extra=_meta("advanced", aliases=("temperature",)))
@@ -324,7 +331,7 @@ class RLSettings(_Section):
                     "of three, while the update still trains the adapter on untouched weights. auto: where that is "
                     "exact (LoRA dropout 0, no DoRA, no 4-bit base, no FSDP / DeepSpeed); on: also with LoRA "
                     "dropout, which generation then leaves out; off: generate through the adapter.",
-        json_schema_extra=_meta("advanced", modes=list(RL_MODES), trainer=False))
+        json_schema_extra=_meta("advanced", modes=_SAMPLING_MODES, trainer=False))
     shared_prompts: bool = Field(
         True, title="Read each prompt once",
         description="Generation prefills each distinct prompt once, and the update runs it once for all its "
@@ -528,6 +535,73 @@ class PPOSettings(_Section):
             raise ValueError("ppo.kl_coef: adaptive KL scales the coefficient up and down from its starting value, "
                              "which cannot be 0; start it above 0 (e.g. 0.05) or turn ppo.adaptive_kl off")
 
+
+
+class GKDSettings(_Section):
+    teacher: str = Field("", max_length=1000, title="Teacher model",
+                         description="The model distilled into the one trained: anything `model` takes (a local "
+                                     "save_pretrained folder, a Hub id, `run:<id>` of a finished run, merged once, "
+                                     "or a merged export), usually a bigger model or an SFT run. It must share the "
+                                     "student's tokenizer: the loss compares whole next-token distributions.",
+                         json_schema_extra=_meta(trainer=False, aliases=("teacher_model_name_or_path",)))
+    lmbda: float = Field(0.5, ge=0, le=1, title="On-policy share (lambda)",
+                         description="The share of steps that train on answers the student samples itself (GKD's "
+                                     "on-policy data) instead of the dataset's; 0 is plain distillation on the "
+                                     "dataset, 1 fully on-policy.",
+                         json_schema_extra=_meta(aliases=("lmbda",)))
+    beta: float = Field(0.5, ge=0, le=1, title="JSD interpolation (beta)",
+                        description="The divergence between the student's and the teacher's next-token "
+                                    "distributions: 0 is forward KL (the student covers all the teacher's answers), "
+                                    "1 reverse KL (it settles on the teacher's likeliest), between a generalised "
+                                    "Jensen-Shannon divergence.",
+                        json_schema_extra=_meta(aliases=("beta",)))
+    temperature: float = Field(0.9, gt=0, le=10, title="Temperature",
+                               description="Sampling temperature of the on-policy answers; both models' logits are "
+                                           "also divided by it in the loss.",
+                               json_schema_extra=_meta("advanced", aliases=("temperature",)))
+    max_new_tokens: int = Field(128, ge=1, le=32768, title="On-policy answer length",
+                                description="The most tokens per answer the student (or, with seq_kd, the teacher) "
+                                            "samples.",
+                                json_schema_extra=_meta("advanced", aliases=("max_new_tokens",)))
+    seq_kd: bool = Field(False, title="Sequence-level KD",
+                         description="On the steps that are not on-policy, train on answers the teacher samples "
+                                     "instead of the dataset's (supervised fine-tuning on the teacher's outputs).",
+                         json_schema_extra=_meta("advanced", aliases=("seq_kd",)))
+
+    @field_validator("teacher", mode="before")
+    @classmethod
+    def _strip(cls, v):
+        return v.strip() if isinstance(v, str) else v
+
+    def check(self, run: RunConfig) -> None:
+        if not self.teacher:
+            raise ValueError("gkd.teacher: GKD distils a teacher model into the one trained; name the teacher (a "
+                             "bigger model of the same family: a local folder, a Hub id, or run:<id> of a finished "
+                             "run), sharing the model's tokenizer")
+        if self.teacher == run.model.strip():
+            raise ValueError(f"gkd.teacher: {self.teacher} is also the model trained, and a model distilled into "
+                             "itself learns nothing; name a bigger or a fine-tuned model as the teacher")
+
+
+# TRL 1.16's Online DPO losses
+ONLINE_DPO_LOSSES = ("sigmoid", "ipo")
+
+
+class OnlineDPOSettings(_Section):
+    beta: float = Field(0.1, gt=0, le=100, title="Online DPO beta",
+                        description="DPO's beta on the sampled pairs: how far the policy may move from the reference "
+                                    "(higher keeps it closer). Typical 0.05 to 0.5.",
+                        json_schema_extra=_meta(aliases=("beta",)))
+    loss_type: Literal[ONLINE_DPO_LOSSES] = Field(
+        "sigmoid", title="Online DPO loss",
+        description="sigmoid: DPO's loss; ipo: IPO's squared loss (beta is its regularisation).",
+        json_schema_extra=_meta("advanced", aliases=("loss_type",)))
+    missing_eos_penalty: float = Field(0.0, ge=0, le=1000, title="Missing-EOS penalty",
+                                       description="Subtracted from the score of a completion cut off at the max "
+                                                   "completion length before the pair is judged, so unfinished "
+                                                   "answers lose; 0: none.",
+                                       json_schema_extra=_meta("advanced", unset=0.0,
+                                                               aliases=("missing_eos_penalty",)))
 
 
 class EvalSettings(_Section):

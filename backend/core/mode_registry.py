@@ -52,6 +52,10 @@ class ModeSpec:
     # memory: the trainer computes log-probs in tiles without the (batch, length, vocab) logits (TRL 1.16)
     fused_logits: bool = False
     reference_model: bool = False  # full fine-tuning keeps a frozen copy (LoRA: the adapter switched off)
+    teacher_model: bool = False  # loads a frozen teacher beside the student (its section's `teacher`): distillation
+    # online RL in TRL's own generation loop that samples two completions per prompt and trains on them as a
+    # chosen / rejected pair, the reward sources judging which is which (no rl.num_generations, no merged generation)
+    judges_pairs: bool = False
     checks: tuple[str, ...] = _FIT_CHECKS  # what the run doctor reads its metrics for (backend/doctor/checks.py)
 
     @property
@@ -100,6 +104,16 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
     ModeSpec("simpo", "simple preference optimisation", "backend.modes.simpo", "trl.experimental.cpo:CPOConfig",
              formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss"), sections=("simpo",), evaluable=True,
              answer_column="chosen", charts=_PAIR_CHARTS),
+    # On-policy distillation (TRL 1.16's experimental GKDTrainer): SFT's data, the loss the generalised JSD between
+    # the student's and a frozen teacher's next-token distributions, on the dataset's answers or (a share lmbda of
+    # the steps) on answers the student samples itself. GKDTrainer logs the loss alone; the mode module adds
+    # on_policy (the share of steps on the student's own samples).
+    ModeSpec("gkd", "on-policy distillation (generalised knowledge distillation)", "backend.modes.gkd",
+             "trl.experimental.gkd:GKDConfig",
+             formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion"))),
+             metrics=("on_policy",), sections=("gkd",), evaluable=True, keeps_extra_columns=False, label_format="sft",
+             answer_column="completion", teacher_model=True,
+             charts=(*_FIT_CHARTS, "on_policy", "eval_rouge_l", "eval_reward", "learning_rate")),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", "backend.ppo.trainer:PPOConfig", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
                       "policy/clipfrac", "policy/entropy", "loss/policy", "loss/value", "val/clipfrac",
@@ -115,6 +129,20 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
              vllm=True, reference_model=True, checks=_GROUP_CHECKS,
              charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
+    # Online DPO (TRL 1.16's experimental OnlineDPOTrainer): two completions per prompt, the run's reward sources'
+    # weighted sum picks the chosen one, DPO's loss against the reference. TRL logs the weighted sum
+    # (objective/scores), the mode module each source's rewards/<name>/mean as GRPO does; no completion lengths.
+    ModeSpec("online_dpo", "online direct preference optimisation", "backend.modes.online_dpo",
+             "trl.experimental.online_dpo:OnlineDPOConfig", formats=_PROMPT_ONLY,
+             metrics=("objective/scores", "objective/scores_margin", "objective/rlhf_reward", "objective/kl",
+                      "objective/entropy", "objective/non_score_reward", "rewards/chosen", "rewards/rejected",
+                      "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected",
+                      "val/contain_eos_token", "beta"),
+             sections=("rl", "online_dpo"), online_rl=True, judges_pairs=True, reference_model=True,
+             checks=(*_COMMON_CHECKS, "reward_trend"),
+             charts=("objective/scores", "rewards/*/mean", "eval_reward", "eval_rewards/*/mean",
+                     "objective/scores_margin", "rewards/accuracies", "rewards/margins", "objective/kl",
+                     "val/contain_eos_token")),
 )}
 
 ALL_MODES = tuple(MODES)

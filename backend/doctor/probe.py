@@ -55,7 +55,8 @@ def probe_size(config, before_start: bool = True) -> tuple[int, int]:
     """(prompts, completions per prompt): one group per prompt, at most MAX_SEQUENCES completions. Inside the
     run (before_start False) it samples what one step would (its batch): the probe costs the run's start one
     generation step (a look that finds no spread looks again, wider: run_probe)."""
-    n = min(max(1, config.rl.num_generations), MAX_SEQUENCES)
+    sampled = 2 if config.spec.judges_pairs else config.rl.num_generations  # Online DPO: a pair per prompt
+    n = min(max(1, sampled), MAX_SEQUENCES)
     most = max(1, min(MAX_PROMPTS, MAX_SEQUENCES // n))
     if before_start:
         return most, n

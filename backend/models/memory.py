@@ -1,5 +1,5 @@
 """How much memory a run needs per training process, before it starts: weights, adapter, gradients, optimizer
-states, activations, and the reference / value / reward models of the modes that keep them, for the run's
+states, activations, and the reference / value / reward / teacher models of the modes that keep them, for the run's
 precision, device and sharding. The model's size comes from its config.json alone (no weights are read).
 
 On a CPU the estimate is the worker's peak resident set (the process baseline below included); on a GPU it is
@@ -183,6 +183,47 @@ def _config_file(spec: str, workspace: Path | None) -> Path:
     raise ModelError(f"model folder {spec} does not exist", "missing", spec)
 
 
+# The estimate in words: English templates by key, filled with its values (`summary`: the CLI, the run log). The
+# UI passes the same keys in its own language (locales/zh.yaml's `memory`, each hashed against the English here):
+# the backend gives the structure, never a language. A part's name is "name.<part>"; a part with no entry shows its
+# key.
+TEXTS = {
+    "summary": "Estimated memory {per}: {total} GiB ({breakdown}) — {verdict}",
+    "per.cpu": "per process",
+    "per.gpu": "per process (GPU memory)",
+    "per.processes": "{per}, {n} processes",
+    "part": "{name} {size} GiB",
+    "sep": ", ",
+    "overlap.gradients": "{name} {size} GiB in the backward pass in their place",
+    "overlap.generating": "{name} {size} GiB while generating in their place",
+    "name.weights": "weights",
+    "name.adapter": "adapter",
+    "name.optimizer": "optimizer",
+    "name.activations": "activations",
+    "name.runtime": "runtime",
+    "name.reference model": "reference model",
+    "name.value model": "value model",
+    "name.teacher model": "teacher model",
+    "name.reward models": "reward models",
+    "name.gradients": "gradients",
+    "name.generation cache": "generation cache",
+    "verdict.unknown": "free memory unknown here",
+    "verdict.cpu_fits": "fits in the {free} GiB free here",
+    "verdict.cpu_fits_together": "fits in the {free} GiB free here ({processes} processes need ≈ {need} GiB "
+                                 "together)",
+    "verdict.cpu_short": "does not fit: needs ≈ {need} GiB, this machine has {free} GiB free",
+    "verdict.cpu_short_together": "does not fit: {processes} processes need ≈ {need} GiB together, this machine has "
+                                  "{free} GiB free",
+    "verdict.gpu_too_few": "does not fit: {processes} processes need one GPU each, this machine has {gpus}",
+    "verdict.gpu_fits": "fits in the {smallest} GiB of each GPU here",
+    "verdict.gpu_short": "does not fit: needs ≈ {need} GiB per GPU, the smallest here has {smallest} GiB",
+    "note.teacher": "the teacher counted at the trained model's size",
+    "note.reward_models": "reward models counted at the base model's size",
+    "note.renamed": "{model}'s sizes counted as a Llama-style model's: approximate",
+    "note.peak": "the peak is in the backward pass (gradients) or in generation, above the activations",
+}
+
+
 @dataclass
 class MemoryEstimate:
     """Bytes per training process. `parts` add up to `total`; `overlap` names what the peak holds instead of
@@ -193,7 +234,7 @@ class MemoryEstimate:
     parts: dict[str, int]
     overlap: dict[str, int] = field(default_factory=dict)
     available: list[int] | None = None  # bytes: [available RAM] on a CPU, each GPU's memory on GPUs
-    notes: list[str] = field(default_factory=list)
+    notes: list[tuple[str, dict]] = field(default_factory=list)  # (TEXTS key, its values)
 
     @property
     def total(self) -> int:
@@ -209,34 +250,50 @@ class MemoryEstimate:
         return len(self.available) >= self.processes and \
             all(free >= self.total for free in self.available[:self.processes])
 
-    def breakdown(self) -> str:
-        shown = [f"{name} {gb(size)} GiB" for name, size in self.parts.items() if size >= 0.005 * GiB]
-        shown += [f"{name} {gb(size)} GiB in the backward pass in their place" if name == "gradients"
-                  else f"{name} {gb(size)} GiB while generating in their place" for name, size in self.overlap.items()
-                  if size >= 0.005 * GiB]
-        return ", ".join(shown)
+    def breakdown(self, texts: dict[str, str] | None = None) -> str:
+        words = _words(texts)
+        shown = [words("part", name=words(f"name.{name}", default=name), size=gb(size))
+                 for name, size in self.parts.items() if size >= 0.005 * GiB]
+        shown += [words("overlap.gradients" if name == "gradients" else "overlap.generating",
+                        name=words(f"name.{name}", default=name), size=gb(size))
+                  for name, size in self.overlap.items() if size >= 0.005 * GiB]
+        return words("sep").join(shown)
 
-    def verdict(self) -> str:
+    def verdict_key(self) -> tuple[str, dict]:
+        """Whether it fits, as a TEXTS key and its values."""
         if self.fits is None:
-            return "free memory unknown here"
+            return "verdict.unknown", {}
         if self.device == "cpu":
             free, need = self.available[0], self.total * self.processes
-            together = f"{self.processes} processes need ≈ {gb(need)} GiB together" if self.processes > 1 \
-                else f"needs ≈ {gb(need)} GiB"
-            return (f"fits in the {gb(free)} GiB free here" + (f" ({together})" if self.processes > 1 else "")
-                    if self.fits else f"does not fit: {together}, this machine has {gb(free)} GiB free")
+            values = {"free": gb(free), "need": gb(need), "processes": self.processes}
+            together = "_together" if self.processes > 1 else ""
+            return ("verdict.cpu_fits" if self.fits else "verdict.cpu_short") + together, values
         if len(self.available) < self.processes:
-            return (f"does not fit: {self.processes} processes need one GPU each, this machine has "
-                    f"{len(self.available)}")
-        smallest = gb(min(self.available[:self.processes]))
-        return (f"fits in the {smallest} GiB of each GPU here" if self.fits else
-                f"does not fit: needs ≈ {gb(self.total)} GiB per GPU, the smallest here has {smallest} GiB")
+            return "verdict.gpu_too_few", {"processes": self.processes, "gpus": len(self.available)}
+        values = {"smallest": gb(min(self.available[:self.processes])), "need": gb(self.total)}
+        return ("verdict.gpu_fits" if self.fits else "verdict.gpu_short"), values
 
-    def summary(self) -> str:
-        where = "" if self.device == "cpu" else " (GPU memory)"
-        per = f"per process{where}" + (f", {self.processes} processes" if self.processes > 1 else "")
-        text = f"Estimated memory {per}: {gb(self.total)} GiB ({self.breakdown()}) — {self.verdict()}"
-        return text + "".join(f"; {note}" for note in self.notes)
+    def verdict(self, texts: dict[str, str] | None = None) -> str:
+        key, values = self.verdict_key()
+        return _words(texts)(key, **values)
+
+    def summary(self, texts: dict[str, str] | None = None) -> str:
+        """The estimate in one line, in English or in `texts` (templates by TEXTS key; a key missing there is
+        English)."""
+        words = _words(texts)
+        per = words("per.cpu" if self.device == "cpu" else "per.gpu")
+        if self.processes > 1:
+            per = words("per.processes", per=per, n=self.processes)
+        text = words("summary", per=per, total=gb(self.total), breakdown=self.breakdown(texts),
+                     verdict=self.verdict(texts))
+        return text + "".join(f"; {words(key, **values)}" for key, values in self.notes)
+
+
+def _words(texts: dict[str, str] | None):
+    def words(key: str, default: str | None = None, **values) -> str:
+        template = (texts or {}).get(key) or TEXTS.get(key)
+        return default if template is None else template.format(**values)
+    return words
 
 
 def size_text(size: float) -> str:
@@ -250,11 +307,14 @@ def gb(size: float) -> str:
 
 
 def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *,
-                    available: list[int] | None = None, weight_bits: int | None = None) -> MemoryEstimate:
+                    available: list[int] | None = None, weight_bits: int | None = None,
+                    teacher: ModelShape | None = None) -> MemoryEstimate:
     """The memory one training process of `config` needs on `device` ("cpu" or "cuda").
 
     weight_bits: 4 for QLoRA (the decoder layers' projections stored in 4 bits, embeddings and norms in the
     compute dtype); None takes it from the run's quantization setting.
+    teacher: the shape of a distilling mode's teacher (ModeSpec.teacher_model); None counts it at the trained
+    model's size, and says so.
     """
     spec, c = config.spec, config
     if weight_bits is None and c.quantization == "4bit":
@@ -287,29 +347,35 @@ def estimate_memory(config: RunConfig, shape: ModelShape, device: str = "cpu", *
                 overlap["gradients"] *= 2
         else:
             parts["value model"] = shape.hidden_size * 4 * 4
+    teacher_logits = 0
+    if spec.teacher_model:  # frozen, in the student's dtype, never quantized; its logits meet the student's in the loss
+        parts["teacher model"] = _weights(teacher or shape, weight_bytes, None)
+        teacher_logits = _LOGIT_COPIES * (teacher or shape).vocab_size * 4
+        if teacher is None:
+            notes.append(("note.teacher", {}))
     reward_models = sum(1 for s in c.reward_sources if s.type == "reward_model") if rl else 0
     if reward_models:
         parts["reward models"] = reward_models * n * 4  # loaded in float32; taken as the base's size
-        notes.append("reward models counted at the base model's size")
+        notes.append(("note.reward_models", {}))
 
     sequences, length = _sequences(c, spec)
     tokens = sequences * length
     parts["activations"] = _activations(shape, tokens, half, full=not lora, fused=spec.fused_logits,
-                                        checkpointing=c.gradient_checkpointing)
+                                        checkpointing=c.gradient_checkpointing) + int(tokens * teacher_logits)
     if rl:  # the generation's key / value cache is freed before the training pass's activations
         overlap["generation cache"] = tokens * shape.num_layers * 2 * shape.num_kv_heads * shape.head_dim * half
     if not lora and precision in ("bf16", "fp16"):  # autocast keeps half-precision copies of the weights
         parts["activations"] += n * half
 
     if shape.renamed_from:
-        notes.append(f"{shape.renamed_from}'s sizes counted as a Llama-style model's: approximate")
+        notes.append(("note.renamed", {"model": shape.renamed_from}))
     _shard(parts, overlap, c)
     parts["runtime"] = CPU_PROCESS_BASELINE if device == "cpu" else GPU_PROCESS_BASELINE
     # what the peak holds instead of activations, where it is larger
     extra = max(overlap.values(), default=0) - parts["activations"]
     if extra > 0:
         parts["activations"] += extra
-        notes.append("the peak is in the backward pass (gradients) or in generation, above the activations")
+        notes.append(("note.peak", {}))
     return MemoryEstimate(device, c.num_processes, parts, overlap, available, notes)
 
 
@@ -331,7 +397,8 @@ def _weights(shape: ModelShape, weight_bytes: int, weight_bits: int | None) -> i
 def _sequences(c: RunConfig, spec) -> tuple[int, int]:
     """(sequences, tokens each) of one micro-batch, at the longest the settings allow."""
     if spec.online_rl:  # the batch counts completions, each a prompt (≤ max length) and its completion
-        return c.per_device_train_batch_size, c.max_length + c.rl.max_completion_length
+        pairs = 2 if spec.judges_pairs else 1  # Online DPO's batch counts prompts, each sampled twice
+        return c.per_device_train_batch_size * pairs, c.max_length + c.rl.max_completion_length
     return c.per_device_train_batch_size * (2 if spec.pairwise else 1), c.max_length
 
 

@@ -38,6 +38,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             check_model(config.model)
     except ModelError as e:
         errors.append(f"model: {e}")
+    if config.teacher:
+        errors += teacher_problems(config, workspace)
     else:
         model_ok = True
         if config.finetuning == "lora" and (why := unknown_modules(model, config.lora.target_modules)):
@@ -87,13 +89,50 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     return info
 
 
+def teacher_problems(config: RunConfig, workspace: Path) -> list[str]:
+    """Why a distilling mode's teacher cannot teach the run's model: unreachable, not a causal language model, or
+    another vocabulary than the student's (GKDTrainer compares whole next-token distributions, and refuses a
+    different vocab_size only once both models have loaded). The vocabularies are compared from the config.json
+    files on this machine; one that is not here yet is not compared."""
+    from backend.models import ModelError, check_model
+    from backend.models.from_run import check_run_model
+    from backend.models.memory import read_shape
+
+    path = next(f"{s}.teacher" for s in config.spec.sections if hasattr(getattr(config, s), "teacher"))
+    try:
+        if config.teacher.startswith(RUN_PREFIX):
+            check_run_model(config.teacher, workspace)
+        else:
+            check_model(config.teacher)
+    except ModelError as e:
+        return [f"{path}: {e}"]
+    try:
+        student, teacher = read_shape(config.model, workspace), read_shape(config.teacher, workspace)
+    except ModelError:
+        return []
+    if student.vocab_size != teacher.vocab_size:
+        return [f"{path}: the teacher's vocabulary has {teacher.vocab_size} tokens and the model's "
+                f"{student.vocab_size}; distillation compares their next-token distributions token by token, so "
+                "the teacher must share the model's tokenizer (a model of the same family, or a run trained from "
+                "the same base)"]
+    return []
+
+
 def memory_estimate(config: RunConfig, workspace: Path, here: gpus.Machine | None = None) -> MemoryEstimate:
     """The memory one process of the run needs (backend/models/memory.py), against this machine's: available RAM
     on a CPU, each GPU's memory on GPUs. ModelError when the model's config.json is not on this machine."""
+    from backend.models import ModelError
     from backend.models.memory import estimate_memory, read_shape
 
     device, available = gpus.memory_here(here)
-    return estimate_memory(config, read_shape(config.model, workspace), device, available=available)
+    teacher = None
+    if config.teacher:
+        try:
+            teacher = read_shape(config.teacher, workspace)
+        except ModelError:  # not on this machine yet: counted at the model's size, and the estimate says so
+            pass
+    return estimate_memory(config, read_shape(config.model, workspace), device, available=available,
+                           teacher=teacher)
 
 
 def memory_lines(config: RunConfig, workspace: Path) -> list[str]:

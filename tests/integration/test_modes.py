@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.config import ConfigError, build_config
+from backend.core.mode_registry import MODES
 from backend.runs.jobs import submit_run
 from backend.runs.preflight import preflight
 from backend.runs.store import RunStore
@@ -29,6 +30,11 @@ RUNS = {
     "orpo": {"dataset": "demo-preference", "orpo": {"beta": 0.2}},
     "cpo": {"dataset": "demo-preference", "cpo": {"loss_type": "hinge", "cpo_alpha": 0.5}},
     "simpo": {"dataset": "demo-preference", "simpo": {"simpo_gamma": 0.8}},
+    # the teacher: the finished DPO run, merged once (_Finished fills it in); every step on the student's samples
+    "gkd": {"dataset": "demo-sft-instructions", "max_length": 128,
+            "gkd": {"lmbda": 1.0, "beta": 0.3, "max_new_tokens": 8}},
+    "online_dpo": {"dataset": "demo-math", "reward_sources": SOURCES,
+                   "online_dpo": {"beta": 0.2, "missing_eos_penalty": 0.5}},
 }
 # What each trainer logs that the others do not (TRL 1.16 names)
 KEYS = {
@@ -41,6 +47,9 @@ KEYS = {
     "orpo": {"loss", "rewards/chosen", "rewards/accuracies", "rewards/margins", "nll_loss", "log_odds_ratio"},
     "cpo": {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "nll_loss"},
     "simpo": {"loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen"},
+    "gkd": {"loss", "on_policy"},
+    "online_dpo": {"loss", "objective/scores", "objective/scores_margin", "objective/kl", "rewards/accuracies",
+                   "rewards/margins", "val/contain_eos_token", "rewards/correct/mean", "rewards/format/mean"},
 }
 
 
@@ -62,7 +71,10 @@ class _Finished(dict):
         self.store, self.model = store, model
 
     def __missing__(self, mode):
-        run_id = submit_run(self.store, tiny_config(self.model, mode, **RUNS[mode])).id
+        settings = RUNS[mode]
+        if MODES[mode].teacher_model:  # a finished run as the teacher, merged once
+            settings = {**settings, "gkd": {**settings["gkd"], "teacher": f"run:{self['dpo'][1].id}"}}
+        run_id = submit_run(self.store, tiny_config(self.model, mode, **settings)).id
         run = wait_for(lambda: not (r := self.store.get_run(run_id)).active and r, timeout=120, every=1,
                        what=f"the {mode} run to end")
         self[mode] = (self.store, run)
@@ -124,7 +136,31 @@ def test_reference_free_preference_settings_reach_the_trainer(finished, mode, ex
     assert {key: getattr(args, key) for key in expected} == expected
 
 
-@pytest.mark.parametrize("mode", ["grpo", "rloo"])
+def test_gkd_distils_the_teacher_on_the_students_own_answers(finished):
+    import torch
+
+    store, dpo = finished["dpo"]
+    store, run = finished["gkd"]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert (args.lmbda, args.beta, args.max_new_tokens, args.teacher_model_name_or_path) == (1.0, 0.3, 8, None)
+    assert [m["value"] for m in store.metrics_since(run.id) if m["name"] == "on_policy"] == [1.0] * STEPS
+    (merged,) = (store.workspace / "models").glob(f"{dpo.id}-*")  # the teacher run, merged once
+    assert f"[teacher 100%] Ready: {merged}" in (store.run_dir(run.id) / "train.log").read_text()
+    assert run.config.referenced_runs() == {dpo.id}  # the teacher's run is kept from deletion while it is needed
+
+
+def test_online_dpo_judges_its_pairs_by_the_reward_sources(finished):
+    import torch
+
+    store, run = finished["online_dpo"]
+    args = torch.load(Path(run.adapter_path) / "training_args.bin", weights_only=False)
+    assert (args.beta, args.max_new_tokens, args.missing_eos_penalty, args.reward_weights) == (0.2, 8, 0.5,
+                                                                                              [1.0, 0.5])
+    log = (store.run_dir(run.id) / "train.log").read_text()
+    assert "reward probe: " in log and "× 2 completion(s)" in log  # a pair per prompt, as training samples
+
+
+@pytest.mark.parametrize("mode", ["grpo", "rloo", "online_dpo"])
 def test_rl_runs_store_samples_with_each_sources_score(finished, mode):
     store, run = finished[mode]
     samples = store.samples_since(run.id)
@@ -172,11 +208,12 @@ def test_a_finished_reward_model_run_loads_as_a_scorer(finished):
     ("grpo", "demo-sft-instructions", "`prompt`"),
     ("rloo", "demo-sft-instructions", "`prompt`"),
     ("ppo", "demo-sft-instructions", "`prompt`"),
+    ("online_dpo", "demo-sft-instructions", "`prompt`"),
 ])
 def test_a_dataset_of_the_wrong_format_is_refused_before_any_process_starts(tiny_model, workspace, mode, dataset,
                                                                            missing):
     config = tiny_config(tiny_model, mode, dataset=dataset, **({"reward_sources": SOURCES[1:]}
-                                                               if mode in ("grpo", "rloo", "ppo") else {}))
+                                                               if MODES[mode].online_rl else {}))
     with pytest.raises(ConfigError) as err:
         preflight(config, workspace)
     (line,) = err.value.errors
@@ -208,5 +245,5 @@ def test_a_run_trains_on_from_another_runs_model_merged_once(finished, tiny_mode
     with pytest.raises(ConfigError) as refused:
         preflight(tiny_config(f"run:{rm.id}", "sft"), store.workspace)
     assert refused.value.errors == [f"model: run:{rm.id} is a rm run's reward model (a classifier); a run trains on "
-                                    "from a causal language model: name an sft, dpo, kto, orpo, cpo, simpo, ppo, "
-                                    "grpo or rloo run"]
+                                    "from a causal language model: name an sft, dpo, kto, orpo, cpo, simpo, gkd, "
+                                    "ppo, grpo, rloo or online_dpo run"]

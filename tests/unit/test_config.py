@@ -248,6 +248,15 @@ def test_trl_names_map_to_the_schema_in_presets_and_set():
     assert (c.simpo.beta, c.simpo.simpo_gamma, c.simpo.cpo_alpha, c.cpo.cpo_alpha) == (2.5, 1.2, 0.1, 1.0)
     c = build_config(apply_overrides({"mode": "cpo"}, ["beta=0.2", "loss_type=ipo", "cpo_alpha=0"]))
     assert (c.cpo.beta, c.cpo.loss_type, c.cpo.cpo_alpha, c.dpo.beta) == (0.2, "ipo", 0.0, 0.1)
+    c = build_config({"mode": "gkd", "teacher_model_name_or_path": "run:sft1", "lmbda": 0.8, "beta": 0.1,
+                      "seq_kd": True})
+    assert (c.gkd.teacher, c.gkd.lmbda, c.gkd.beta, c.gkd.seq_kd, c.teacher) == ("run:sft1", 0.8, 0.1, True,
+                                                                                 "run:sft1")
+    online = {"mode": "online_dpo", "reward_sources": [{"type": "length", "params": {"target": 5}}]}
+    c = build_config(apply_overrides(online, ["beta=0.3", "loss_type=ipo", "max_completion_length=32",
+                                              "temperature=0.7"]))
+    assert (c.online_dpo.beta, c.online_dpo.loss_type, c.rl.max_completion_length, c.rl.temperature, c.rl.beta) \
+        == (0.3, "ipo", 32, 0.7, 0.0)
     assert build_config({"max_length": 128, "max_seq_length": 128}).max_length == 128  # the same value: fine
     assert "max_seq_length" not in to_yaml(build_config({"max_seq_length": 64}))  # stored under the schema's name
 
@@ -266,6 +275,18 @@ def test_conflicting_or_foreign_trl_names_are_refused_naming_both(data, error):
     with pytest.raises(ConfigError) as e:
         build_config(data)
     assert e.value.errors[0].startswith(error)
+
+@pytest.mark.parametrize("gkd, error", [
+    ({}, "gkd.teacher: GKD distils a teacher model into the one trained; name the teacher"),
+    ({"teacher": "  "}, "gkd.teacher: GKD distils a teacher model into the one trained; name the teacher"),
+    ({"teacher": " smollm2-135m-instruct "}, "gkd.teacher: smollm2-135m-instruct is also the model trained, and a "
+                                             "model distilled into itself learns nothing"),
+])
+def test_gkd_needs_a_teacher_other_than_the_student(gkd, error):
+    with pytest.raises(ConfigError) as e:
+        build_config({"mode": "gkd", "gkd": gkd})
+    assert e.value.errors[0].startswith(error)
+    assert build_config({"mode": "sft"}).teacher == ""  # a mode that distils nothing has no teacher
 
 
 def test_dataset_columns_are_name_column_pairs_from_yaml_set_and_the_form(tmp_path):

@@ -25,8 +25,10 @@ def built_parameters(config: dict) -> int:
 
 def config(mode="sft", **settings):
     base = {"mode": mode, "model": "smollm2-135m-instruct", "max_length": 256, "per_device_train_batch_size": 2}
-    if mode in ("grpo", "rloo", "ppo"):
+    if mode in ("grpo", "rloo", "ppo", "online_dpo"):
         base.update(dataset="demo-math", reward_sources=SOURCES)
+    if mode == "gkd":
+        base["gkd"] = {"teacher": "HuggingFaceTB/SmolLM2-360M-Instruct"}
     if mode in ("dpo", "rm", "orpo", "cpo", "simpo"):
         base["dataset"] = "demo-preference"
     return build_config({**base, **settings})
@@ -108,6 +110,54 @@ def test_reference_free_preference_modes_keep_no_reference_but_read_pairs(mode):
     assert "reference model" not in full.parts
     assert full.total < full_dpo.total  # no frozen copy of the weights beside the trained ones
     assert full.parts["activations"] > estimate_memory(config(finetuning="full"), SHAPE).parts["activations"]
+
+
+TEACHER = {"vocab_size": 49152, "hidden_size": 960, "num_hidden_layers": 32, "intermediate_size": 2560,
+           "num_attention_heads": 15, "num_key_value_heads": 5}  # SmolLM2-360M's sizes
+
+
+def test_distillation_counts_the_teachers_weights_in_the_students_dtype_and_its_logits():
+    sft = estimate_memory(config(), SHAPE)
+    gkd = estimate_memory(config("gkd"), SHAPE, teacher=ModelShape.from_config(TEACHER))
+    teacher = ModelShape.from_config(TEACHER)
+    assert gkd.parts["teacher model"] == teacher.parameters * 4  # float32 on a CPU, as the LoRA student's base
+    assert gkd.parts["activations"] > sft.parts["activations"]  # the teacher's logits over the batch
+    assert gkd.total - sft.total > teacher.parameters * 4
+    assert estimate_memory(config("gkd"), SHAPE, "cuda").parts["teacher model"] == SHAPE.parameters * 2  # bf16
+    unknown = estimate_memory(config("gkd"), SHAPE)
+    assert unknown.parts["teacher model"] == SHAPE.parameters * 4
+    assert "the teacher counted at the trained model's size" in unknown.summary()
+    assert "teacher model" not in sft.parts and "teacher model" not in estimate_memory(config("dpo"), SHAPE).parts
+
+
+def test_the_teacher_is_read_from_its_config_and_refused_with_another_vocabulary(tmp_path):
+    def folder(name, **sizes):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({**TEACHER, **sizes}))
+        return str(path)
+
+    student = folder("student", hidden_size=576, num_hidden_layers=30, intermediate_size=1536,
+                     num_attention_heads=9, num_key_value_heads=3)
+    teacher, other = folder("teacher"), folder("other", vocab_size=151936)
+    estimate = preflight.memory_estimate(config("gkd", model=student, gkd={"teacher": teacher}), tmp_path)
+    assert estimate.parts["teacher model"] == ModelShape.from_config(TEACHER).parameters * 4
+    assert preflight.teacher_problems(config("gkd", model=student, gkd={"teacher": teacher}), tmp_path) == []
+    assert preflight.teacher_problems(config("gkd", model=student, gkd={"teacher": other}), tmp_path) == [
+        "gkd.teacher: the teacher's vocabulary has 151936 tokens and the model's 49152; distillation compares their "
+        "next-token distributions token by token, so the teacher must share the model's tokenizer (a model of the "
+        "same family, or a run trained from the same base)"]
+    missing = preflight.teacher_problems(config("gkd", model=student, gkd={"teacher": str(tmp_path / "nope")}),
+                                         tmp_path)
+    assert len(missing) == 1 and missing[0].startswith("gkd.teacher: ")
+
+
+def test_online_dpo_samples_a_pair_per_prompt_and_keeps_a_reference_when_fully_fine_tuned():
+    grpo = estimate_memory(config("grpo", finetuning="full"), SHAPE)
+    online = estimate_memory(config("online_dpo", finetuning="full"), SHAPE)
+    assert online.parts["reference model"] == online.parts["weights"]
+    assert online.parts["activations"] > grpo.parts["activations"]  # its batch counts prompts, each sampled twice
+    assert "reference model" not in estimate_memory(config("online_dpo"), SHAPE).parts  # LoRA: the adapter off
 
 
 def test_ppo_adds_its_value_model_and_rl_its_reward_models():

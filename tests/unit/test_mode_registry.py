@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import RunConfig, build_config, choices, field_info
+from backend.config import ConfigError, RunConfig, build_config, choices, field_info
 from backend.modes import mode_module
 from backend.core.mode_registry import ALL_MODES, EVAL_MODES, MODES, RL_MODES, ModeSpec, mode_spec, modes_where
 
@@ -49,6 +49,30 @@ def test_reference_free_preference_modes_read_pairs_keep_no_reference_and_take_l
     assert spec.pairwise and not spec.reference_model and spec.label_format == "dpo" and spec.evaluable
     assert spec.sections == (name,) and field_info(f"{name}.beta").json_schema_extra["modes"] == [name]
     assert "nll_loss" in spec.metrics and spec.answer_column == "chosen"
+
+
+def test_gkd_distils_from_a_teacher_on_sft_data():
+    spec = MODES["gkd"]
+    assert spec.teacher_model and spec.label_format == "sft" and spec.evaluable and not spec.online_rl
+    assert [f for f, _ in spec.formats] == ["messages", "prompt_completion"] and not spec.keeps_extra_columns
+    assert field_info("gkd.teacher").json_schema_extra["trainer"] is False
+    assert [m for m in MODES if MODES[m].teacher_model] == ["gkd"]
+
+
+def test_online_dpo_is_online_rl_judging_pairs_with_the_reward_sources():
+    spec = MODES["online_dpo"]
+    assert spec.online_rl and spec.judges_pairs and not spec.groups_completions and spec.reference_model
+    assert spec.formats == MODES["grpo"].formats and "objective/scores" in spec.metrics
+    assert "online_dpo" in field_info("reward_sources").json_schema_extra["modes"]
+    for path in ("rl.num_generations", "rl.merged_generation", "rl.beta", "rl.loss_type"):
+        assert "online_dpo" not in field_info(path).json_schema_extra["modes"], path
+    for path in ("rl.max_completion_length", "rl.temperature", "rl.top_p", "rl.probe", "online_dpo.beta"):
+        assert "online_dpo" in field_info(path).json_schema_extra["modes"], path
+    with pytest.raises(ConfigError, match="reward_sources: ONLINE_DPO learns from rewards"):
+        build_config({"mode": "online_dpo"})
+    cost = {"type": "length", "role": "cost", "budget": 1.0, "params": {"target": 5}}
+    with pytest.raises(ConfigError, match="ONLINE_DPO runs keep no cost constraint"):
+        build_config({"mode": "online_dpo", "reward_sources": [{"type": "length", "params": {"target": 5}}, cost]})
 
 
 def test_unknown_mode_is_named():

@@ -13,7 +13,8 @@ NAMES = {
     "SLiC", "TPE", "EOS", "JSONL", "JSON", "YAML", "CSV", "Parquet", "safetensors", "Hugging", "Face", "Hub", "Optuna",
     "TensorBoard", "AdamW", "accelerate", "DeepSpeed", "FSDP", "FlashAttention", "ZeRO", "vLLM", "bitsandbytes",
     "Liger", "Triton", "RMSNorm", "RoPE", "SwiGLU", "GPU", "CPU", "CUDA", "Ampere", "TCP", "HTTP", "token", "Ziegler",
-    "nats", "alpha", "beta", "gamma", "lambda", "rollout", "OpenAI", "API", "Python", "curl", "openai", "MLflow", "GGUF", "Ollama", "Studio", "Modelfile",
+    "nats", "alpha", "beta", "gamma", "lambda", "delta", "rollout", "OpenAI", "API", "Python", "curl", "openai", "MLflow",
+    "GGUF", "Ollama", "Studio", "Modelfile", "ORPO", "CPO", "SimPO", "GKD", "JSD", "IPO", "DAPO", "GSPO", "logits",
 }
 # Values are typed and picked the same in both languages: the settings' choices and TRL's dataset columns.
 VALUES = {str(v) for _, info in field_paths() for v in choices(info) or ()} | {

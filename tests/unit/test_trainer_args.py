@@ -31,10 +31,16 @@ def test_a_mode_hands_its_section_to_its_trainer(mode, tmp_path):
                                "importance_sampling_level": "sequence", "scale_rewards": "none",
                                "mask_truncated_completions": True, "top_entropy_quantile": 0.2}},
                "rloo": {"rl": {"num_generations": 4, "top_p": 0.9}, "per_device_train_batch_size": 4},
-               "ppo": {"ppo": {"kl_coef": 0.2, "num_ppo_epochs": 2}, "rl": {"max_completion_length": 32}}}[mode]
+               "ppo": {"ppo": {"kl_coef": 0.2, "num_ppo_epochs": 2}, "rl": {"max_completion_length": 32}},
+               "gkd": {"gkd": {"lmbda": 0.3, "beta": 0.2, "temperature": 0.7, "max_new_tokens": 32,
+                               "seq_kd": True}},
+               "online_dpo": {"online_dpo": {"beta": 0.2, "loss_type": "ipo", "missing_eos_penalty": 1.0},
+                              "rl": {"temperature": 0.7, "top_p": 0.9}}}[mode]
     sources = [{"type": "length", "params": {"target": 10}}] if MODES[mode].online_rl else []
+    given = {**changed, "gkd": {**changed["gkd"], "teacher": "teacher-model"}} if MODES[mode].teacher_model \
+        else changed  # the teacher is the workbench's to load, not a trainer argument
     config = build_config({"mode": mode, "dataset": "demo-sft-instructions" if mode == "sft" else "x.jsonl",
-                           "learning_rate": 3e-5, "weight_decay": 0.01, "reward_sources": sources, **changed})
+                           "learning_rate": 3e-5, "weight_decay": 0.01, "reward_sources": sources, **given})
     ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
                        dataset=None)
     args = trainer_args(ctx, reward_weights=[1.0]) if MODES[mode].online_rl else trainer_args(ctx)
@@ -68,6 +74,93 @@ def test_simpo_is_cpos_trainer_with_the_simpo_loss_and_its_own_defaults(mode, lo
     # SimPO as published: beta 2, a margin, no SFT term; CPO keeps TRL's beta 0.1 and its SFT term
     expected = (2.0, 1.0, 0.0) if mode == "simpo" else (0.1, 0.5, 1.0)
     assert (args.beta, args.simpo_gamma, args.cpo_alpha) == expected
+
+
+def test_gkd_loads_the_teacher_in_the_students_dtype_and_trains_on_messages(tmp_path, monkeypatch):
+    import datasets
+    import torch
+
+    import backend.models.from_run as from_run
+    import backend.modes.gkd as gkd
+
+    built, loaded = {}, []
+
+    class Model:
+        def requires_grad_(self, flag):
+            loaded[-1] = (*loaded[-1], flag)
+
+    monkeypatch.setattr(gkd, "load_causal_lm", lambda path, **kwargs: loaded.append((path, kwargs)) or Model())
+    monkeypatch.setattr(from_run, "training_model", lambda spec, workspace, progress: f"merged {spec}")
+    monkeypatch.setattr(gkd, "_GKDTrainer", lambda **kwargs: built.update(kwargs) or "trainer")
+    monkeypatch.setattr(TrainContext, "tokenizer", lambda self: "tokenizer")
+    rows = datasets.Dataset.from_dict({"prompt": ["2 + 2?"], "completion": ["4"]})
+    config = build_config({"mode": "gkd", "dataset": "x.jsonl", "gkd": {"teacher": "run:sft1", "lmbda": 0.25}})
+    ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
+                       dataset=rows)
+    assert gkd.build_trainer(ctx) == "trainer"
+    assert loaded[0] == ("m", {"dtype": torch.float32})
+    assert loaded[1] == ("merged run:sft1", {"dtype": torch.float32}, False)  # frozen, as the student's dtype
+    assert built["args"].lmbda == 0.25 and not hasattr(built["args"], "teacher")
+    assert built["train_dataset"].column_names == ["messages"] and built["eval_dataset"] is None
+    assert built["train_dataset"][0]["messages"] == [{"role": "user", "content": "2 + 2?"},
+                                                     {"role": "assistant", "content": "4"}]
+
+
+def test_online_dpo_judges_with_the_reward_sources_and_samples_max_completion_length(tmp_path, monkeypatch):
+    import backend.modes.online_dpo as online_dpo
+
+    built = {}
+
+    class Trainer:
+        def __init__(self, **kwargs):
+            built.update(kwargs)
+
+        def score_sources(self):
+            built["scored"] = True
+
+    monkeypatch.setattr(online_dpo, "load_causal_lm", lambda path, **kwargs: "model")
+    monkeypatch.setattr(online_dpo, "_OnlineDPOTrainer", Trainer)
+    monkeypatch.setattr(TrainContext, "tokenizer", lambda self: "tokenizer")
+    sources = [{"type": "length", "name": "brief", "params": {"target": 10}},
+               {"type": "regex", "name": "digits", "weight": 0.5, "params": {"pattern": "[0-9]"}}]
+    config = build_config({"mode": "online_dpo", "dataset": "x.jsonl", "reward_sources": sources,
+                           "rl": {"max_completion_length": 24}})
+    ctx = TrainContext(config=config, run_id="r", run_dir=tmp_path, store=RunStore(tmp_path), model_path="m",
+                       dataset="prompts")
+    assert isinstance(online_dpo.build_trainer(ctx), Trainer) and built["scored"]
+    args = built["args"]
+    assert type(args).__name__ == "OnlineDPOConfig" and args.max_new_tokens == 24
+    assert args.reward_weights == [1.0, 0.5] and args.missing_eos_penalty is None and args.beta == 0.1
+    assert [f.__name__ for f in built["reward_funcs"]] == ["brief", "digits"]  # wrapped to record samples
+    assert "num_generations" not in schema_args(config, args_class("online_dpo"))  # always a pair
+
+
+def test_online_dpo_logs_each_sources_scores_as_grpo_names_them(monkeypatch):
+    from trl.experimental.online_dpo import OnlineDPOTrainer
+
+    from backend.modes.online_dpo import _OnlineDPOTrainer
+
+    trainer = _OnlineDPOTrainer.__new__(_OnlineDPOTrainer)  # the wrapping alone, no model
+
+    def correct(prompts, completions, **kwargs):
+        return [1.0, 0.0, None, 1.0]
+
+    def gated(prompts, completions, **kwargs):
+        return [None] * 4
+
+    trainer.stats, trainer.reward_funcs = {"objective/scores": []}, [correct, gated]
+    trainer.score_sources()
+    assert [f.__name__ for f in trainer.reward_funcs] == ["correct", "gated"]
+    assert trainer.reward_funcs[0](prompts=["p"] * 4, completions=["c"] * 4) == [1.0, 0.0, None, 1.0]
+    trainer.reward_funcs[1](prompts=["p"] * 4, completions=["c"] * 4)
+    assert trainer.stats["rewards/correct/mean"] == [pytest.approx(2 / 3)]
+    assert "rewards/gated/mean" not in trainer.stats  # nothing scored: nothing to average at the logging step
+    trainer.stats["rewards/gated/mean"] = []  # as TRL leaves a list after a logging step
+    logged = {}
+    monkeypatch.setattr(OnlineDPOTrainer, "_maybe_log_save_evaluate",
+                        lambda self, *args, **kwargs: logged.update(self.stats))  # TRL's: averages every list
+    trainer._maybe_log_save_evaluate()
+    assert "rewards/gated/mean" not in logged and "objective/scores" in logged  # TRL's own stay
 
 
 def test_a_setting_trl_lacks_is_named(monkeypatch):
