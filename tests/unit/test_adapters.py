@@ -153,7 +153,7 @@ def test_preference_data_for_sft_says_which_modes_it_converts_for(workspace):
         load(workspace, LF_DPO, "sft")
     assert "columns are [conversations, chosen, rejected]" in str(err.value)
     assert "LLaMA-Factory preference data (conversations + chosen + rejected (+ system)), which is converted for " \
-           "RM, DPO, KTO only" in str(err.value)
+           "RM, DPO, KTO, ORPO, CPO, SIMPO only" in str(err.value)
 
 
 # ---- implicit prompts, Anthropic HH, UltraFeedback ----

@@ -218,7 +218,7 @@ def test_a_wrong_mode_dataset_lists_columns_and_accepted_formats(workspace):
         prepare_dataset(str(path), "sft")
     assert str(err.value) == ("dataset.csv: no SFT format found; columns are [question, answer]. "
                               "SFT needs one of: messages | prompt + completion | text; these columns are "
-                              "question / answer data (question), which is converted for PPO, GRPO, RLOO only")
+                              "question / answer data (question), which is converted for PPO, GRPO, RLOO, ONLINE_DPO only")
     with pytest.raises(DatasetError, match=r"DPO needs prompt \+ chosen \+ rejected"):
         prepare_dataset("demo-sft-instructions", "dpo")
 
