@@ -310,11 +310,34 @@ def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):
     return lifespan
 
 
+def _patient_url_ok(url: str, wait_s: float = 60.0, try_s: float = 10.0) -> bool:
+    """Gradio's check that the server answers its own page before `launch` returns: one 3 s try per attempt, and
+    a timeout ends it, so on a busy machine the UI refused to start ("localhost is not accessible"). The same
+    check, waiting up to `wait_s` for the page."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if httpx.head(url, timeout=try_s, verify=False).status_code in (200, 401, 301, 302, 303, 307, 308):
+                return True
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
 def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
               auth: tuple[str, str] | None = None, prevent_thread_lock: bool = False, lang: str = i18n.DEFAULT):
     from app import auth as login
     from backend.monitoring import open_warning
 
+    from gradio import networking
+
+    networking.url_ok = _patient_url_ok
     warning = open_warning(host, auth)  # the page's banner; `launch.py ui` has printed it once already
     demo = build_app(workspace, warning, lang, auth)
     demo.queue(default_concurrency_limit=4)
