@@ -133,7 +133,7 @@ class ExportForm:
 class LabelUI:
     remember: gr.BrowserState  # render it outside the tabs (see LabelTab)
     view: gr.State  # LabelView
-    started: gr.State  # the id of the session the New session form just created
+    started: gr.State  # {"session", "annotator"} the New session form just created, or None
     new: NewSessionForm
     session: gr.Dropdown
     annotator: gr.Textbox

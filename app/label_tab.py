@@ -232,18 +232,20 @@ def on_start(ui: LabelUI, store: RunStore, values: dict, request: gr.Request = N
         log.exception("starting a labeling session failed")
         return {f.message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("label.could_not_start", lang),
                                           lang), ui.started: None}
-    return {ui.started: s.id, f.box: gr.update(open=False),
+    # the labeler's name as typed now: the page's load event may yet put the remembered one in the box
+    started = {"session": s.id, "annotator": (values[ui.annotator] or "").strip()}
+    return {ui.started: started, f.box: gr.update(open=False),
             f.message: i18n.text("label.started", lang, name=s.name, id=s.id, n=len(prompts))}
 
 
-def on_started(ui: LabelUI, store: RunStore, v: LabelView, who: str | None, session_id: str | None,
+def on_started(ui: LabelUI, store: RunStore, v: LabelView, started: dict | None,
                request: gr.Request = None) -> dict:
     """Show the session just created, in the view as the serial events left it (the page's load event may have
     run meanwhile)."""
-    if not session_id:
+    if not started:
         return gr.skip()
+    session_id, who = started["session"], started["annotator"]
     client = v.client or secrets.token_hex(8)
-    who = (who or "").strip()
     v = replace(v, client=client, annotator=who or v.annotator or annotator_default(client), active=True,
                 lang=i18n.lang_of(request))
     out = join(ui, store, v, session_id, i18n.text("label.generating", v.lang))
@@ -305,8 +307,13 @@ def on_undo(ui: LabelUI, store: RunStore, v: LabelView, who: str | None, request
 
 
 def on_tick(ui: LabelUI, store: RunStore, v: LabelView, request: gr.Request = None):
-    if not v.session_id or not v.active:
+    if not v.active:
         return gr.skip()
+    if not v.session_id:  # an open tab always shows a session once there is one (the newest, as a load takes it)
+        newest = labeling.list_sessions(store)[:1]
+        if not newest or not v.client:
+            return gr.skip()
+        v = replace(v, session_id=newest[0].id, item_id=None)
     v = in_language(v, request)
     state = ensure_generator(store, v.session_id)
     if v.item_id is None and state != "failed":
@@ -390,9 +397,9 @@ def wire(ui: LabelUI, store: RunStore, polls: TabPolls, train_fields: dict | Non
     gr.on([f.mode.change, f.compare.change], bind(on_mode, ui), [f.mode, f.compare], [f.compare, f.model_b, f.temp_b],
           **hidden)
     f.source.change(bind(on_source, ui), f.source, [f.dataset, f.column, f.limit, f.upload, f.typed], **hidden)
-    f.start.click(bind(on_start, ui, store), f.inputs, [ui.started, f.box, f.message], concurrency_limit=None,
-                  show_progress="minimal", show_progress_on=[f.message]).then(
-        bind(on_started, ui, store), [ui.view, ui.annotator, ui.started],
+    f.start.click(bind(on_start, ui, store), f.inputs | {ui.annotator}, [ui.started, f.box, f.message],
+                  concurrency_limit=None, show_progress="minimal", show_progress_on=[f.message]).then(
+        bind(on_started, ui, store), [ui.view, ui.started],
         [ui.remember, ui.session, ui.annotator, *items, *layout_outputs], **SERIAL, **hidden)
     ui.session.input(bind(on_session, ui, store), [ui.view, ui.session, ui.annotator],
                      [ui.remember, ui.summary, *items, *layout_outputs], **SERIAL, **hidden)

@@ -129,3 +129,15 @@ def test_an_item_held_by_the_labelers_older_tab_shows_in_the_new_one_and_otherwi
     assert other[ui.item_box] is None and "labeled by others" in other[ui.status]
     assert 'id="label-reason"' in other[ui.prompt] and "labeled by others" in other[ui.prompt]
     assert '<div id="label-prompt"></div>' in other[ui.prompt]  # the prompt itself stays empty
+
+
+def test_a_tick_on_an_open_tab_without_a_session_shows_the_newest(store, page, monkeypatch):
+    """A view write lost to a race between the page's events (a slow load after Start) never leaves the tab blank."""
+    ui, call = page
+    monkeypatch.setattr(label_tab.label_generator, "ensure_generator", lambda *a, **k: "done")
+    assert call(label_tab.on_tick, LabelView(client="c1", active=True)) == gr.skip()  # no session yet
+    s = answered_session(store)
+    assert call(label_tab.on_tick, LabelView(client="c1")) == gr.skip()  # the tab not open
+    out = call(label_tab.on_tick, LabelView(client="c1", annotator="ann", active=True))
+    assert out[ui.view].session_id == s.id and out[ui.view].item_id is not None
+    assert out[ui.prompt]  # the item is shown
