@@ -350,11 +350,17 @@ def on_resume(ui: SweepsUI, v: SweepView, extra, request: gr.Request = None):
     return render(ui, v, lang)
 
 
-def on_train_best(ui: SweepsUI, v: SweepView, request: gr.Request = None):
-    lang = i18n.lang_of(request)
+def best_config(ui: SweepsUI, v: SweepView, lang: str):
+    """The selected sweep's best trial's config, or None (said in a warning)."""
     config = sweeps.best_config(ui.store, v.sweep_id) if v.sweep_id else None
     if config is None:
         gr.Warning(i18n.text("sweeps.no_trial", lang))
+    return config
+
+
+def on_train_best(ui: SweepsUI, v: SweepView, request: gr.Request = None):
+    lang = i18n.lang_of(request)
+    if (config := best_config(ui, v, lang)) is None:
         return gr.skip()
     try:
         run = jobs.submit_run(ui.store, config)
@@ -376,9 +382,7 @@ def on_from_train(ui: SweepsUI, values: dict, request: gr.Request = None):
 
 def on_best_to_form(ui: SweepsUI, v: SweepView, request: gr.Request = None):
     lang = i18n.lang_of(request)
-    config = sweeps.best_config(ui.store, v.sweep_id) if v.sweep_id else None
-    if config is None:
-        gr.Warning(i18n.text("sweeps.no_trial", lang))
+    if (config := best_config(ui, v, lang)) is None:
         return gr.skip()
     gr.Info(i18n.text("sweeps.best_in_train", lang))
     return ui.train_form.updates_from(config) | ui.polls.open("train")

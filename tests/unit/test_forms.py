@@ -7,14 +7,6 @@ from app.reward_editor import RewardSourcesEditor
 from backend.config import ConfigError, RunConfig, build_config, choices, field_paths
 
 
-@pytest.fixture(scope="module")
-def form():
-    with gr.Blocks():
-        components = {}
-        sections = forms.build_settings(components)
-    return forms.SettingsForm(components, sections)
-
-
 def block_of(form, path):
     """What shows a setting on the page: its component, or an editor's container."""
     c = form.components[path]

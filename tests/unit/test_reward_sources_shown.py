@@ -1,20 +1,11 @@
 """The reward-sources editor is shown where the sources do something: RL modes always; SFT, DPO and KTO only while
 they generate at evaluation (eval.generate), and sources left hidden there are not part of the run."""
-import gradio as gr
 import pytest
 
 from app import forms
 from backend.config import build_config
 
 SOURCE = {"type": "length", "name": "", "weight": 1.0, "params": "{target: 5}", "role": "reward"}
-
-
-@pytest.fixture(scope="module")
-def form():
-    with gr.Blocks():
-        components = {}
-        sections = forms.build_settings(components)
-    return forms.SettingsForm(components, sections)
 
 
 @pytest.mark.parametrize("mode, generate, shown", [("grpo", False, True), ("ppo", False, True), ("sft", False, False),

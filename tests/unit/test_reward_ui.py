@@ -19,14 +19,6 @@ SOURCES = [{"type": "numeric_match", "name": "correct", "weight": 1.0, "params":
            {"type": "length", "name": "", "weight": -0.5, "params": {"target": 12, "unit": "words"}}]
 
 
-@pytest.fixture(scope="module")
-def form():
-    with gr.Blocks():
-        components = {}
-        sections = forms.build_settings(components)
-    return forms.SettingsForm(components, sections)
-
-
 def grpo_values(sources):
     config = build_config({"mode": "grpo", "dataset": "demo-math", "reward_sources": sources})
     return config, forms.values_from_config(config)
