@@ -63,9 +63,13 @@ def cmd_runs(args) -> int:
         return 0
     from backend.doctor import status_words
 
-    print_table("{:22} {:24} {:5} {:10} {:>10}  {}", ("id", "name", "mode", "status", "progress", "started"),
-                [(r.id, r.name[:24], r.mode, status_words(r), f"{r.step}/{r.total_steps}" if r.total_steps else "-",
-                  fmt_time(r.started_at)) for r in runs])
+    statuses = [status_words(r) for r in runs]
+    # as wide as the longest status: "completed — no learning signal" must not push its row's columns along
+    width = max(10, *map(len, statuses))
+    print_table(f"{{:22}} {{:24}} {{:5}} {{:{width}}} {{:>10}}  {{}}",
+                ("id", "name", "mode", "status", "progress", "started"),
+                [(r.id, r.name[:24], r.mode, status, f"{r.step}/{r.total_steps}" if r.total_steps else "-",
+                  fmt_time(r.started_at)) for r, status in zip(runs, statuses)])
     return 0
 
 

@@ -21,6 +21,9 @@ _FIT_CHECKS = (*_COMMON_CHECKS, "loss_spike", "overfitting")
 _RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "reward_hacking", "kl_runaway", "entropy_collapse",
               "constraint_unmet", "slowdown")
 _GROUP_CHECKS = ("zero_variance", *_RL_CHECKS)
+# Online DPO logs no step_time, no completion lengths and keeps no constraint; its truncation reading is
+# val/contain_eos_token, its KL and entropy objective/kl and objective/entropy
+_PAIR_RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "kl_runaway", "entropy_collapse")
 # What a preference trainer logs on its chosen / rejected pairs (DPO, ORPO, CPO, SimPO)
 _PAIR_METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen",
                  "logps/rejected", "logits/chosen", "logits/rejected")
@@ -56,7 +59,8 @@ class ModeSpec:
     # online RL in TRL's own generation loop that samples two completions per prompt and trains on them as a
     # chosen / rejected pair, the reward sources judging which is which (no rl.num_generations, no merged generation)
     judges_pairs: bool = False
-    checks: tuple[str, ...] = _FIT_CHECKS  # what the run doctor reads its metrics for (backend/doctor/checks.py)
+    # what the run doctor reads its metrics for (backend/doctor/checks.py); each must read a metric the mode logs
+    checks: tuple[str, ...] = ()
 
     @property
     def writes_answers(self) -> bool:
@@ -74,36 +78,38 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
                       ("text", ("text",))),
              metrics=("entropy", "mean_token_accuracy", "num_tokens"),
              evaluable=True, keeps_extra_columns=False, label_format="sft", answer_column="completion",
+             checks=_FIT_CHECKS,
              charts=(*_FIT_CHARTS, "mean_token_accuracy", "eval_mean_token_accuracy", "eval_rouge_l",
                      "learning_rate")),
     ModeSpec("rm", "reward modelling", "backend.modes.rm", "trl:RewardConfig",
              formats=(("preference", ("chosen", "rejected")),),
              metrics=("accuracy", "margin", "mean_reward"),
-             evaluable=True, task="seq_cls",
+             evaluable=True, task="seq_cls", checks=_FIT_CHECKS,
              charts=(*_FIT_CHARTS, "accuracy", "eval_accuracy", "margin", "eval_margin", "learning_rate")),
     ModeSpec("dpo", "direct preference optimisation", "backend.modes.dpo", "trl:DPOConfig", formats=_PREFERENCE,
              metrics=_PAIR_METRICS, sections=("dpo",), evaluable=True, answer_column="chosen", fused_logits=True,
-             reference_model=True, charts=_PAIR_CHARTS),
+             reference_model=True, checks=_FIT_CHECKS, charts=_PAIR_CHARTS),
     ModeSpec("kto", "Kahneman-Tversky optimisation", "backend.modes.kto", "trl:KTOConfig",
              formats=(("unpaired_preference", ("prompt", "completion", "label")),),
              metrics=("kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen",
                       "logps/rejected"),
              sections=("kto",), evaluable=True, label_format="kto", answer_column="completion",
-             reference_model=True, charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
+             reference_model=True, checks=_FIT_CHECKS,
+             charts=(*_FIT_CHARTS, "kl", "rewards/chosen", "rewards/rejected", "eval_rouge_l", "eval_reward",
                      "learning_rate")),
     # Reference-free preference modes (TRL 1.16's experimental trainers): no frozen copy, the policy alone. SimPO
     # is CPO's trainer with loss_type "simpo" (backend/modes/simpo.py), a mode of its own so that it is found by name
     # and keeps its own defaults (beta 2, no SFT term) in its own section.
     ModeSpec("orpo", "odds ratio preference optimisation", "backend.modes.orpo", "trl.experimental.orpo:ORPOConfig",
              formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss", "log_odds_ratio", "log_odds_chosen"),
-             sections=("orpo",), evaluable=True, answer_column="chosen",
+             sections=("orpo",), evaluable=True, answer_column="chosen", checks=_FIT_CHECKS,
              charts=(*_PAIR_CHARTS[:5], "nll_loss", "log_odds_ratio", *_PAIR_CHARTS[5:])),
     ModeSpec("cpo", "contrastive preference optimisation", "backend.modes.cpo", "trl.experimental.cpo:CPOConfig",
              formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss"), sections=("cpo",), evaluable=True,
-             answer_column="chosen", charts=(*_PAIR_CHARTS[:5], "nll_loss", *_PAIR_CHARTS[5:])),
+             answer_column="chosen", checks=_FIT_CHECKS, charts=(*_PAIR_CHARTS[:5], "nll_loss", *_PAIR_CHARTS[5:])),
     ModeSpec("simpo", "simple preference optimisation", "backend.modes.simpo", "trl.experimental.cpo:CPOConfig",
              formats=_PREFERENCE, metrics=(*_PAIR_METRICS, "nll_loss"), sections=("simpo",), evaluable=True,
-             answer_column="chosen", charts=_PAIR_CHARTS),
+             answer_column="chosen", checks=_FIT_CHECKS, charts=_PAIR_CHARTS),
     # On-policy distillation (TRL 1.16's experimental GKDTrainer): SFT's data, the loss the generalised JSD between
     # the student's and a frozen teacher's next-token distributions, on the dataset's answers or (a share lmbda of
     # the steps) on answers the student samples itself. GKDTrainer logs the loss alone; the mode module adds
@@ -112,7 +118,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              "trl.experimental.gkd:GKDConfig",
              formats=(("messages", ("messages",)), ("prompt_completion", ("prompt", "completion"))),
              metrics=("on_policy",), sections=("gkd",), evaluable=True, keeps_extra_columns=False, label_format="sft",
-             answer_column="completion", teacher_model=True,
+             answer_column="completion", teacher_model=True, checks=_FIT_CHECKS,
              charts=(*_FIT_CHARTS, "on_policy", "eval_rouge_l", "eval_reward", "learning_rate")),
     ModeSpec("ppo", "proximal policy optimisation", "backend.modes.ppo", "backend.ppo.trainer:PPOConfig", formats=_PROMPT_ONLY,
              metrics=("reward", "objective/kl", "objective/rlhf_reward", "objective/scores", "policy/approxkl",
@@ -139,7 +145,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
                       "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected",
                       "val/contain_eos_token", "beta"),
              sections=("rl", "online_dpo"), online_rl=True, judges_pairs=True, reference_model=True,
-             checks=(*_COMMON_CHECKS, "reward_trend"),
+             checks=_PAIR_RL_CHECKS,
              charts=("objective/scores", "rewards/*/mean", "eval_reward", "eval_rewards/*/mean",
                      "objective/scores_margin", "rewards/accuracies", "rewards/margins", "objective/kl",
                      "val/contain_eos_token")),

@@ -106,7 +106,8 @@ class UserFunction:
             # the file in the command line: `ps` shows whose code a process runs
             proc = subprocess.Popen([sys.executable, "-m", "backend.core.usercode", str(theirs.fileno()),
                                      str(self.path)],
-                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+                                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)  # its own group: a kill reaches what it started
         finally:
             theirs.close()
         conn = Connection(ours.detach())
@@ -169,8 +170,10 @@ def _end(proc: subprocess.Popen, conn: Connection) -> None:
         conn.close()
     except OSError:
         pass
-    if proc.poll() is None:
-        proc.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started that did not leave its group
+    except (ProcessLookupError, PermissionError):
+        pass
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -225,12 +228,12 @@ def _orphan_watch(parent: int) -> None:
     """End this process when its caller is gone (killed outright: nobody else would end it)."""
     while os.getppid() == parent:
         time.sleep(1.0)
-    os._exit(1)
+    os.killpg(0, signal.SIGKILL)  # this process and what it started
 
 
 if __name__ == "__main__":
     import threading
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the caller decides
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when this process ends
     threading.Thread(target=_orphan_watch, args=(os.getppid(),), daemon=True).start()
     _serve(int(sys.argv[1]))

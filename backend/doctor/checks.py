@@ -1,8 +1,8 @@
 """The run doctor's checks: each reads a run's metric series (and its settings) and returns a diagnosis with its
 evidence and the fix, or None. Plain Python over lists: the worker runs them live on every logged step.
 
-Every threshold is in `THRESHOLDS`, documented in docs/doctor.md; which checks a mode runs is its registry
-entry's `checks`.
+Every threshold is in `THRESHOLDS` (the reward probe's and the stall rule's too), documented in docs/doctor.md;
+which checks a mode runs is its registry entry's `checks`.
 """
 from __future__ import annotations
 
@@ -18,19 +18,31 @@ THRESHOLDS = {
     "zero_std_warn": 0.75,      # mean share of groups with no reward spread (recent third) that warns
     "zero_std_none": 0.999,     # ... at every logged step: the run gets no signal at all
     "clipped_warn": 0.5,        # mean share of completions cut at max_completion_length (recent third)
+    "clipped_error": 0.9,       # ... that makes truncation an error
     "flat_reward": 0.02,        # |last third − first third| below this share of the reward's range (or 1e-3): flat
     "falling_reward": 0.1,      # last third below first third by this share of the range: falling
     "length_explodes": 2.0,     # completion length grown this many times while reward rises: hacking
-    "kl_runaway": 1.0,          # KL (nats per token) above this, and still rising
+    "held_out_drop": 0.1,       # held-out reward this share of its first value below its best while reward rises
+    "kl_runaway": 1.0,          # KL (nats; per token or, PPO and Online DPO, per completion) above this ...
+    "kl_growth": 2.0,           # ... and its last third this many times its first: still rising
     "entropy_collapse": 0.1,    # entropy fallen below this share of its first third
     "loss_spike": 10.0,         # a loss above this many times the median of the steps before it
+    "spike_span": 200,          # steps a spike is looked for in, each against the median of this many before it
     "loss_rises": 2.0,          # the training loss's last third this many times its first third: diverging
     "grad_explosion": 50.0,     # a gradient norm above this many times the first third's median
     "overfit_rise": 0.1,        # eval loss this share above its best while the train loss still falls
     "slowdown": 3.0,            # recent steps this many times slower than the first ones
+    # the reward probe (probe.py)
+    "probe_clipped": 0.5,       # share of probe completions cut at the limit: probe_truncation
+    "probe_some_zero": 0.5,     # share of probe groups without reward spread: probe_some_zero_variance
+    "probe_dominant": 0.8,      # share of the fused reward's variance one source holds: probe_dominant
+    # the stall rule (backend/runs/stall.py)
+    "stall_steps": 10,          # no step for this many times the attempt's measured step time: stalled ...
+    "stall_floor_s": 120.0,     # ... and never less than this (evaluation and checkpoints take time between steps)
+    "first_step_floor_s": 300.0,  # the bound before the first step (it compiles, allocates, generates first)
+    "worker_stale_s": 30.0,     # the worker's own heartbeat older than this: frozen (WORKBENCH_WORKER_STALE_S)
 }
 _T = THRESHOLDS
-SPIKE_SPAN = 200  # steps a loss spike is looked for in (and compared with)
 
 
 @dataclass
@@ -102,18 +114,20 @@ def more_generations(config) -> dict:
 # ---- the checks: (series, config, ended, hints) -> Diagnosis | None; hints: what the reward probe measured ----
 
 def truncation(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
-    points = _finite(_values(series, "completions/clipped_ratio"))
+    name, points = _first(series, "completions/clipped_ratio", "val/contain_eos_token")
+    points = _finite(points)
     if len(points) < _T["min_points"] and not (ended and points):
         return None
-    recent = [v for _, v in points[-max(1, len(points) // 3):]]
-    share = statistics.fmean(recent)
+    # Online DPO logs the share of completions that ended (with EOS): the rest were cut
+    cut = [v for _, v in points] if name == "completions/clipped_ratio" else [1 - v for _, v in points]
+    share = statistics.fmean(cut[-max(1, len(cut) // 3):])
     if share < _T["clipped_warn"]:
         return None
     current = config.rl.max_completion_length
     suggested = longer_completions(current, hints.get("reference_max"))
-    return Diagnosis("truncation", "error" if share >= 0.9 else "warning",
+    return Diagnosis("truncation", "error" if share >= _T["clipped_error"] else "warning",
                      {"share": share, "current": current, "suggested": suggested},
-                     _evidence("completions/clipped_ratio", points), {"rl.max_completion_length": suggested})
+                     _evidence(name, points), {"rl.max_completion_length": suggested})
 
 
 def zero_variance(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
@@ -175,21 +189,25 @@ def reward_hacking(series: Series, config, ended: bool, hints: dict) -> Diagnosi
     first, last = _thirds([v for _, v in points])
     if last <= first + 1e-3:
         return None
-    fix = {"rl.beta": max(0.04, 2 * config.rl.beta)}
+    setting, beta = _kl_coefficient(config)
+    fix = {setting: max(0.04, 2 * beta)}
     held = _finite(_values(series, "eval_reward"))
-    if len(held) >= 3 and held[-1][1] < max(v for _, v in held[:-1]) - 0.1 * max(abs(held[0][1]), 1e-3) \
-            and held[-1][1] < held[0][1]:
-        return Diagnosis("reward_hacking", "warning",
-                         {"first": first, "last": last, "held_first": held[0][1], "held_last": held[-1][1],
-                          "beta": config.rl.beta, "suggested": fix["rl.beta"], "why": "held_out"},
-                         _evidence("eval_reward", held), fix)
+    if len(held) >= _T["min_points"]:
+        (_, held_first), (_, held_last) = held[0], held[-1]
+        best = max(v for _, v in held[:-1])
+        # below its best by a share of where it started, and below where it started
+        if held_last < min(held_first, best - _T["held_out_drop"] * max(abs(held_first), 1e-3)):
+            return Diagnosis("reward_hacking", "warning",
+                             {"first": first, "last": last, "held_first": held_first, "held_last": held_last,
+                              "setting": setting, "beta": beta, "suggested": fix[setting], "why": "held_out"},
+                             _evidence("eval_reward", held), fix)
     lengths = _finite(_values(series, "completions/mean_length"))
     if len(lengths) >= _T["trend_points"]:
         l0, l1 = _thirds([v for _, v in lengths])
         if l0 > 0 and l1 >= _T["length_explodes"] * l0:
             return Diagnosis("reward_hacking", "warning",
                              {"first": first, "last": last, "length_first": l0, "length_last": l1,
-                              "beta": config.rl.beta, "suggested": fix["rl.beta"], "why": "length"},
+                              "setting": setting, "beta": beta, "suggested": fix[setting], "why": "length"},
                              _evidence("completions/mean_length", lengths), fix)
     return None
 
@@ -204,15 +222,23 @@ def _trend(series: Series, *names: str) -> tuple[str, list, float, float] | None
     return (name, points, *_thirds([v for _, v in points]))
 
 
+def _kl_coefficient(config) -> tuple[str, float]:
+    """The setting that weighs the KL to the reference, and its value: PPO's kl_coef, Online DPO's beta, else
+    rl.beta."""
+    if "ppo" in config.spec.sections:
+        return "ppo.kl_coef", config.ppo.kl_coef
+    if "online_dpo" in config.spec.sections:
+        return "online_dpo.beta", config.online_dpo.beta
+    return "rl.beta", config.rl.beta
+
+
 def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     if (trend := _trend(series, "kl", "objective/kl")) is None:
         return None
     name, points, first, last = trend
-    if last <= _T["kl_runaway"] or last <= 2 * first:
+    if last <= _T["kl_runaway"] or last <= _T["kl_growth"] * first:
         return None
-    own_ppo = "ppo" in config.spec.sections  # its KL coefficient is the PPO section's
-    field_name = "ppo.kl_coef" if own_ppo else "rl.beta"
-    current = config.ppo.kl_coef if own_ppo else config.rl.beta
+    field_name, current = _kl_coefficient(config)
     suggested = max(0.04, 2 * current)
     return Diagnosis("kl_runaway", "warning", {"first": first, "last": last, "setting": field_name,
                                                "current": current, "suggested": suggested},
@@ -220,14 +246,15 @@ def kl_runaway(series: Series, config, ended: bool, hints: dict) -> Diagnosis | 
 
 
 def entropy_collapse(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
-    if (trend := _trend(series, "entropy", "policy/entropy")) is None:
+    if (trend := _trend(series, "entropy", "policy/entropy", "objective/entropy")) is None:
         return None
     name, points, first, last = trend
     if first <= 0 or last >= _T["entropy_collapse"] * first:
         return None
     fix = {"rl.temperature": min(10.0, round(config.rl.temperature * 1.2, 2)),
            "learning_rate": _nice(config.learning_rate / 2)}
-    return Diagnosis("entropy_collapse", "warning", {"first": first, "last": last,
+    setting, _ = _kl_coefficient(config)
+    return Diagnosis("entropy_collapse", "warning", {"first": first, "last": last, "setting": setting,
                                                      "temperature": config.rl.temperature,
                                                      "suggested": fix["rl.temperature"]},
                      _evidence(name, points), fix)
@@ -250,10 +277,11 @@ def loss_nan(series: Series, config, ended: bool, hints: dict) -> Diagnosis | No
 
 def loss_spike(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     points = _finite(_values(series, "loss"))
-    # the newest SPIKE_SPAN steps, each against the median of the SPIKE_SPAN before it: the check runs on every
+    # the newest spike_span steps, each against the median of the spike_span before it: the check runs on every
     # logged step of long runs, so its cost must not grow with them
-    for i in range(max(_T["min_points"], len(points) - SPIKE_SPAN), len(points)):
-        before = statistics.median(abs(v) for _, v in points[max(0, i - SPIKE_SPAN):i])
+    span = _T["spike_span"]
+    for i in range(max(_T["min_points"], len(points) - span), len(points)):
+        before = statistics.median(abs(v) for _, v in points[max(0, i - span):i])
         step, value = points[i]
         if before > 1e-6 and abs(value) > _T["loss_spike"] * before:
             lr = config.learning_rate
@@ -314,7 +342,7 @@ def warmup(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None
 def overfitting(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     held = _finite(_values(series, "eval_loss"))
     train = _finite(_values(series, "loss"))
-    if len(held) < 3 or len(train) < _T["min_points"]:
+    if len(held) < _T["min_points"] or len(train) < _T["min_points"]:
         return None
     best_step, best = min(held, key=lambda p: p[1])
     last_step, last = held[-1]

@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from backend.doctor.checks import Diagnosis, longer_completions, more_generations
+from backend.doctor.checks import THRESHOLDS, Diagnosis, longer_completions, more_generations
 
 MAX_SEQUENCES = 16  # completions one probe samples at most (its time stays bounded on a CPU)
 MAX_PROMPTS = 4
@@ -158,7 +158,7 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
     out, n = [], len(report.lengths)
     current = config.rl.max_completion_length
     ref = report.reference
-    truncated = n > 0 and report.clipped / n >= 0.5
+    truncated = n > 0 and report.clipped / n >= THRESHOLDS["probe_clipped"]
     if truncated:
         suggested = longer_completions(current, ref[2] if ref else None)
         out.append(Diagnosis("probe_truncation", "warning",
@@ -196,7 +196,7 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
                                      "truncated": truncated, "stopped": proven and config.rl.probe == "stop",
                                      "sparse": not proven},
                                     {"metric": "probe", "totals": report.totals}, fix, no_signal=proven))
-        elif zero * 2 >= len(by_group):
+        elif zero >= THRESHOLDS["probe_some_zero"] * len(by_group):
             out.append(Diagnosis("probe_some_zero_variance", "warning", {"zero": zero, "groups": len(by_group)},
                                  {"metric": "probe"}, more_generations(config)))
     spread = {s.name: abs(s.weight) * s.std for s in stats if s.budget is None and s.std and s.weight}
@@ -204,7 +204,7 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
         variance = {k: v * v for k, v in spread.items()}
         name, top = max(variance.items(), key=lambda kv: kv[1])
         share = top / sum(variance.values())
-        if share >= 0.8:
+        if share >= THRESHOLDS["probe_dominant"]:
             out.append(Diagnosis("probe_dominant", "warning", {"source": name, "share": share}, {"metric": "probe"}))
     return out
 

@@ -32,9 +32,9 @@ TEXTS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "reward_hacking": {
         "en": ("the reward rose ({first:.3g} → {last:.3g}) while {hack_what}: the policy may be gaming the reward",
-               "add a KL penalty: rl.beta {beta:g} → {suggested:g}, or add a length / repetition cost"),
+               "add a KL penalty: {setting} {beta:g} → {suggested:g}, or add a length / repetition cost"),
         "zh": ("奖励上升（{first:.3g} → {last:.3g}）的同时{hack_what}：策略可能在钻奖励的空子",
-               "加入 KL 惩罚：rl.beta {beta:g} → {suggested:g}，或加入长度 / 重复成本"),
+               "加入 KL 惩罚：{setting} {beta:g} → {suggested:g}，或加入长度 / 重复成本"),
     },
     "kl_runaway": {
         "en": ("the KL to the reference kept growing ({first:.3g} → {last:.3g}): the policy is drifting away",
@@ -44,9 +44,9 @@ TEXTS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "entropy_collapse": {
         "en": ("the entropy collapsed ({first:.3g} → {last:.3g}): the policy writes the same thing every time",
-               "raise rl.temperature from {temperature:g} to {suggested:g}, lower learning_rate, or add rl.beta"),
+               "raise rl.temperature from {temperature:g} to {suggested:g}, lower learning_rate, or raise {setting}"),
         "zh": ("熵崩塌（{first:.3g} → {last:.3g}）：策略每次都写同样的内容",
-               "将 rl.temperature 从 {temperature:g} 提高到 {suggested:g}，降低 learning_rate，或加入 rl.beta"),
+               "将 rl.temperature 从 {temperature:g} 提高到 {suggested:g}，降低 learning_rate，或提高 {setting}"),
     },
     "loss_nan": {
         "en": ("{metric} became NaN / infinite at step {step} ({count} of {points} logged steps)",
@@ -177,7 +177,7 @@ STALLED = {"en": "stalled", "zh": "停滞"}
 def describe(check: str, params: dict, lang: str = "en") -> tuple[str, str]:
     """(what is wrong, what to do) for a diagnosis, in `lang` (English when unknown)."""
     lang = lang if lang in LANGS else "en"
-    p = dict(params)
+    p = {"setting": "rl.beta", **params}  # diagnoses stored before the KL setting was named per mode
     if "share" in p:
         p["share_pct"] = f"{100 * p['share']:.0f}%"
     if check in ("zero_variance", "probe_zero_variance"):

@@ -28,8 +28,12 @@ class Scorer:
     func: Callable | None = None  # a reward source's function (a gated scorer reads its gate's scores)
 
     def __call__(self, prompts: list, answers: list[str], columns: dict) -> list:
+        from backend.rewards.custom import RewardTimeout
+
         try:
             return [_finite(s) for s in self.score_batch(prompts, answers, columns)]
+        except RewardTimeout as e:  # row by row would wait out the limit once per row
+            raise EvalError(f"scorer {self.name}: {e}; the evaluation was stopped") from None
         except Exception:  # noqa: BLE001 - retried row by row below to find the rows at fault
             pass
         out = []

@@ -89,8 +89,9 @@ class PythonReward(RewardFunction):
             if self.params.on_timeout == "missing":
                 print(f"{said}; its scores for this batch count as missing (on_timeout: missing)", flush=True)
                 return [None] * len(completions)
-            raise RewardTimeout(f"{said}; the run was stopped (raise params.timeout_s, or set params.on_timeout: "
-                                "missing to score such a batch as missing)") from None
+            stopped = "; the run was stopped" if step else ""  # an evaluation or the playground says it itself
+            raise RewardTimeout(f"{said}{stopped} (raise params.timeout_s, or set params.on_timeout: missing to "
+                                "score such a batch as missing)") from None
         except UserCodeError as e:
             raise RewardFunctionError(str(e)) from None
         if not isinstance(out, (list, tuple)):

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 
-STALL_STEPS = 10  # steps' worth of time without a step
-STALL_FLOOR_S = 120.0  # ... and never less than this (evaluation and checkpoints take time between steps)
-FIRST_STEP_FLOOR_S = 300.0  # the first step also warms up (compiles, allocates, the first generation)
-# the worker's own heartbeat older than this: the process is not running (tests shorten it)
-WORKER_STALE_S = float(os.environ.get("WORKBENCH_WORKER_STALE_S", "30"))
+from backend.doctor.checks import THRESHOLDS
+
+# the doctor's thresholds (documented with the others in docs/doctor.md)
+STALL_STEPS = THRESHOLDS["stall_steps"]
+STALL_FLOOR_S = THRESHOLDS["stall_floor_s"]
+FIRST_STEP_FLOOR_S = THRESHOLDS["first_step_floor_s"]
+# tests shorten it (read by each supervisor process as it starts)
+WORKER_STALE_S = float(os.environ.get("WORKBENCH_WORKER_STALE_S", THRESHOLDS["worker_stale_s"]))
 
 
 def step_seconds(run) -> float | None:

@@ -152,3 +152,26 @@ def test_compared_runs_show_their_latest_evaluation_with_intervals_and_win_rates
                            str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=120).stdout
     assert "latest evaluation (mean [95% interval]" in text
     assert any(line.startswith("ok") and "1.000 [1.000, 1.000]" in line and "—" in line for line in text.splitlines())
+
+
+def test_compare_says_no_learning_signal_and_stalled_in_the_cli_and_the_panel(tmp_path, capsys):
+    import gradio as gr
+
+    import launch
+    from app import compare_panel
+    from app.tab_polls import TabPolls
+    from tests.unit.test_cli_doctor import no_signal_run, stalled_run
+
+    store = RunStore(tmp_path)
+    flat, stuck = no_signal_run(store), stalled_run(store)
+    assert launch.main(["compare", flat.id, stuck.id, "--workspace", str(tmp_path)]) == 0
+    status = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("status"))
+    assert status.split(None, 1)[1].split("  ")[0] == "completed — no learning signal"
+    assert status.rstrip().endswith("  running — stalled")
+
+    with gr.Blocks() as demo:  # the Runs tab's Compare accordion, its handler called as a pick would call it
+        compare_panel.build(store, TabPolls(1.5, ("runs",)))
+    on_pick = next(f.fn for f in demo.fns.values() if f.name == "on_pick")
+    out = on_pick([flat.id, stuck.id], compare_panel.CompareView())
+    settings = next(v for c, v in out.items() if getattr(c, "elem_id", None) == "compare-settings")
+    assert settings.iloc[0].tolist() == ["status", "completed — no learning signal", "running — stalled"]

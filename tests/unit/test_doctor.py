@@ -1,6 +1,9 @@
 """The run doctor reads a run's metrics and names what keeps it from learning, with the evidence and the fix."""
 import json
+import re
 import time
+from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,7 @@ from backend.runs.store import RunStore
 
 GRPO = {"mode": "grpo", "dataset": "demo-math", "rl": {"num_generations": 2, "max_completion_length": 64},
         "reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}]}
+COST = {"type": "regex", "name": "unsafe", "params": {"pattern": "x"}, "role": "cost", "budget": 0.1}
 
 
 def series(**metrics):
@@ -29,6 +33,106 @@ def checks_of(found):
 def test_every_mode_names_only_checks_that_exist():
     for spec in MODES.values():
         assert spec.checks and set(spec.checks) <= set(CHECKS), spec.name
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# What each mode's trainer logs that a check could read, by the file that logs it: every name is looked up there
+# below, so the table cannot claim what a trainer never writes. All but PPO train in transformers' Trainer loop,
+# which logs loss, grad_norm, learning_rate (and eval_loss where the mode evaluates).
+_GROUP_LOGS = ("reward", "kl", "entropy", "frac_reward_zero_std", "completions/clipped_ratio",
+               "completions/mean_length", "step_time")
+_CONSTRAINT_LOGS = {"backend/modes/rl_constraint.py": ("cost/{name}/mean", "lambda/{name}")}
+LOGGED = {
+    "sft": {"trl/trainer/sft_trainer.py": ("entropy", "mean_token_accuracy")},
+    "rm": {"trl/trainer/reward_trainer.py": ("accuracy", "margin")},
+    "dpo": {"trl/trainer/dpo_trainer.py": ("rewards/accuracies", "rewards/margins")},
+    "kto": {"trl/trainer/kto_trainer.py": ("kl", "rewards/chosen")},
+    "orpo": {"trl/experimental/orpo/orpo_trainer.py": ("rewards/accuracies", "nll_loss", "log_odds_ratio")},
+    "cpo": {"trl/experimental/cpo/cpo_trainer.py": ("rewards/accuracies", "nll_loss")},
+    "simpo": {"trl/experimental/cpo/cpo_trainer.py": ("rewards/accuracies", "nll_loss")},  # CPO's loss_type simpo
+    "gkd": {"backend/modes/gkd.py": ("on_policy",)},  # TRL's GKDTrainer logs its loss alone
+    "ppo": {"backend/ppo/trainer.py": ("loss", "grad_norm", "learning_rate", "reward", "objective/scores",
+                                       "objective/kl", "policy/entropy", "objective/entropy",
+                                       "completions/clipped_ratio", "completions/mean_length", "step_time"),
+            **_CONSTRAINT_LOGS},
+    "grpo": {"trl/trainer/grpo_trainer.py": _GROUP_LOGS, **_CONSTRAINT_LOGS},
+    "rloo": {"trl/trainer/rloo_trainer.py": _GROUP_LOGS, **_CONSTRAINT_LOGS},
+    "online_dpo": {"trl/experimental/online_dpo/online_dpo_trainer.py": ("objective/scores", "objective/kl",
+                                                                         "objective/entropy",
+                                                                         "val/contain_eos_token")},
+}
+_TRAINER_LOOP = ("loss", "grad_norm", "learning_rate")
+
+
+def _source(path: str) -> str:
+    package, _, rest = path.partition("/")
+    if package in ("trl", "transformers"):
+        return (Path(find_spec(package).submodule_search_locations[0]) / rest).read_text()
+    return (ROOT / path).read_text()
+
+
+def _writes(source: str, name: str) -> bool:
+    """`name` is a metric key in `source`: a string literal or an f-string's tail after a prefix (TRL's
+    f"{prefix}nll_loss"), or transformers' evaluation key f"{metric_key_prefix}_loss" for eval_loss."""
+    return bool(re.search(r'["}]' + re.escape(name) + '"', source)) or \
+        (name.startswith("eval_") and '{metric_key_prefix}_' + name.removeprefix("eval_") + '"' in source)
+
+
+def logged_by(mode: str) -> set[str]:
+    """The metrics a mode's trainer logs that a check could read, each found in the source that logs it."""
+    sources = dict(LOGGED[mode])
+    if mode != "ppo":
+        sources["transformers/trainer.py"] = (*_TRAINER_LOOP, *(("eval_loss",) if MODES[mode].evaluable else ()))
+    for path, names in sources.items():
+        text = _source(path)
+        assert [n for n in names if not _writes(text, n)] == [], (mode, path)
+    return {n.format(name="unsafe") for names in sources.values() for n in names}
+
+
+class Recorder(dict):
+    """A run's series that holds a flat line for each metric its mode logs and remembers every name asked for."""
+
+    def __init__(self, logged):
+        super().__init__()
+        self.logged, self.asked = logged, set()
+
+    def get(self, name, default=None):
+        self.asked.add(name)
+        return [(step, 1.0) for step in range(1, 10)] if name in self.logged else default
+
+
+def config_of(mode: str):
+    """A valid config of `mode` (RL: a reward source, and a cost source named `unsafe` where it keeps a constraint)."""
+    spec, data = MODES[mode], {"mode": mode}
+    if spec.online_rl:
+        data["reward_sources"] = [*GRPO["reward_sources"], *([COST] if "constraint" in spec.sections else [])]
+    if spec.teacher_model:
+        data[mode] = {"teacher": "a-teacher"}
+    return build_config(data)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_check_a_mode_declares_reads_a_metric_its_trainer_logs(mode):
+    assert set(LOGGED) == set(MODES)  # a new mode is added to the table
+    logged, config = logged_by(mode), config_of(mode)
+    for check in MODES[mode].checks:
+        series = Recorder(logged)
+        CHECKS[check](series, config, True, {})
+        assert series.asked & logged, (mode, check, sorted(series.asked))
+
+
+def test_online_dpo_is_read_under_its_own_metric_names():
+    config = config_of("online_dpo")
+    cut = diagnose(series(val__contain_eos_token=[0.0] * 4), config, ended=True)
+    assert checks_of(cut) == ["truncation"] and cut[0].severity == "error" and cut[0].params["share"] == 1.0
+    assert cut[0].evidence["metric"] == "val/contain_eos_token" and cut[0].fix == {"rl.max_completion_length": 192}
+    warned = diagnose(series(val__contain_eos_token=[0.3] * 4), config)  # 70% cut
+    assert checks_of(warned) == ["truncation"] and warned[0].severity == "warning"
+    assert diagnose(series(val__contain_eos_token=[0.6] * 4), config, ended=True) == []  # 40% cut
+    runaway = diagnose(series(objective__kl=[0.5, 0.5, 1.0, 2.0, 4.0, 8.0]), config)
+    assert checks_of(runaway) == ["kl_runaway"] and runaway[0].fix["online_dpo.beta"] == 0.2  # its own beta
+    collapsed = diagnose(series(objective__entropy=[40.0, 38.0, 20.0, 9.0, 3.0, 2.0]), config)
+    assert checks_of(collapsed) == ["entropy_collapse"]
 
 
 def test_groups_without_reward_spread_at_every_step_are_no_learning_signal():
@@ -96,6 +200,41 @@ def test_rl_runs_gone_wrong():
     flat = diagnose(series(reward=[0.5] * 9), config, ended=True)
     assert checks_of(flat) == ["reward_flat"]
     assert diagnose(series(reward=[0.5] * 9), config, ended=False) == []  # flat so far: too early to say
+
+
+def test_a_reward_that_rises_while_the_held_out_reward_falls_is_hacked():
+    config = build_config({**GRPO, "rl": {**GRPO["rl"], "beta": 0.0}})
+    up = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    hacked = diagnose(series(reward=up, eval_reward=[0.5, 0.6, 0.4]), config)
+    assert checks_of(hacked) == ["reward_hacking"] and hacked[0].params["why"] == "held_out"
+    assert hacked[0].evidence["metric"] == "eval_reward" and hacked[0].fix == {"rl.beta": 0.04}
+    # within held_out_drop of its best, or still above where it started: noise, not hacking
+    assert diagnose(series(reward=up, eval_reward=[0.5, 0.6, 0.56]), config) == []
+    assert diagnose(series(reward=up, eval_reward=[0.5, 0.9, 0.55]), config) == []
+    assert diagnose(series(reward=up, eval_reward=[0.6, 0.4]), config) == []  # too few evaluations
+    assert diagnose(series(reward=[0.5] * 9, eval_reward=[0.5, 0.6, 0.4]), config) == []  # reward not rising
+
+
+def test_steps_that_grew_slower_are_a_slowdown():
+    config = build_config(GRPO)
+    slow = diagnose(series(step_time=[30.0, 1.0, 1.0, 1.1, 1.0, 1.0, 4.0, 4.2, 4.1]), config)
+    assert checks_of(slow) == ["slowdown"] and slow[0].params["factor"] == pytest.approx(4.1)
+    assert diagnose(series(step_time=[30.0, 1.0, 1.0, 1.1, 1.0, 1.0, 2.0, 2.2, 2.1]), config) == []
+    assert diagnose(series(step_time=[30.0] + [1.0] * 8), config) == []  # the first step compiles
+    assert diagnose(series(step_time=[1.0, 1.0, 1.0, 4.0, 4.0]), config) == []  # too few steps for a trend
+
+
+def test_a_cost_over_its_budget_raises_lambda_or_its_cap():
+    config = build_config({**GRPO, "reward_sources": [*GRPO["reward_sources"], COST]})
+    over = [0.3] * 6
+    rising = diagnose(series(cost__unsafe__mean=over, lambda__unsafe=[0.5, 1, 1.5, 2, 2.5, 3]), config)
+    assert checks_of(rising) == ["constraint_unmet"] and rising[0].fix == {"constraint.lambda_lr": 0.2}
+    assert rising[0].params["source"] == "unsafe" and not rising[0].params["at_cap"]
+    capped = diagnose(series(cost__unsafe__mean=over, lambda__unsafe=[2, 4, 6, 8, 10, 10]), config)
+    assert capped[0].params["at_cap"] and capped[0].fix == {"constraint.lambda_max": 20.0}
+    assert diagnose(series(cost__unsafe__mean=[0.3, 0.3, 0.2, 0.1, 0.05, 0.05]), config) == []  # met by now
+    assert diagnose(series(cost__unsafe__mean=[0.3] * 5), config) == []  # too few steps
+    assert diagnose(series(cost__other__mean=over), config) == []  # no budget of that name
 
 
 def test_warm_up_longer_than_the_run():
@@ -201,13 +340,15 @@ def test_the_stall_rule_reads_progress_and_the_worker_beat(tmp_path):
 
 
 def test_the_doctor_page_documents_every_check_and_threshold():
-    from pathlib import Path
-
     from backend.doctor import THRESHOLDS
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "doctor.md").read_text()
+    page = (ROOT / "docs" / "doctor.md").read_text()
     missing = [name for name in [*THRESHOLDS, *CHECKS, *TEXTS] if f"`{name}`" not in page]
     assert not missing, missing
+    wrong = [name for name, value in THRESHOLDS.items() if f"| `{name}` | {value} |" not in page]
+    assert not wrong, wrong  # the table's values are the code's
+    modes = page.split("\nModes")[1].split("\n\n")[0]
+    assert [m for m in MODES if m not in re.findall(r"\w+", modes)] == []
 
 
 def test_the_data_suggests_settings_it_contradicts():

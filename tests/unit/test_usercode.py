@@ -71,3 +71,45 @@ def test_a_reward_file_that_is_not_utf8_is_refused_with_the_byte(tmp_path):
     assert "latin.py is not UTF-8 text (byte 5 is 0xe9)" in error
     with pytest.raises(RewardSourceError, match="is not UTF-8 text"):
         build_reward_funcs([{"type": "python", "params": {"file": "latin.py"}}], tmp_path)
+
+
+def test_a_timeout_also_ends_what_the_function_started(tmp_path):
+    import os
+
+    pidfile = tmp_path / "child.pid"
+    path = tmp_path / "r.py"
+    path.write_text("import subprocess, time\n"
+                    "def spawn(completions, **kw):\n"
+                    f"    p = subprocess.Popen(['sleep', '313'])\n    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+                    "    time.sleep(3600)\n")
+    f = UserFunction(path, "spawn", "spawn()")
+    with pytest.raises(UserCodeTimeout):
+        f(2.0, completions=["a"])
+    pid = int(pidfile.read_text())
+
+    def alive():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"  # a zombie waiting for init to reap it is gone
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive()
+
+
+def test_an_evaluation_scorer_past_its_limit_stops_the_evaluation_once_not_per_row(code, tmp_path):
+    from backend.evals.scorers import build_scorers
+    from backend.evals.spec import EvalError, ScorerConfig
+
+    [scorer] = build_scorers([ScorerConfig(type="python", name="slow",
+                                           params={"file": str(code), "function": "hang", "timeout_s": 1})],
+                             "answer", tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(EvalError, match=r"scorer slow: reward source 'slow' \(r.py:hang\) took longer than 1 s "
+                                        r"\(raise params.timeout_s.*; the evaluation was stopped"):
+        scorer(["p"] * 4, ["a"] * 4, {})
+    assert time.monotonic() - t0 < 5  # one limit, not one per row
