@@ -36,6 +36,7 @@ THRESHOLDS = {
     "probe_clipped": 0.5,       # share of probe completions cut at the limit: probe_truncation
     "probe_some_zero": 0.5,     # share of probe groups without reward spread: probe_some_zero_variance
     "probe_dominant": 0.8,      # share of the fused reward's variance one source holds: probe_dominant
+    "probe_seconds": 20.0,      # generation time of a probe before Start (Check rewards, --dry-run): probe_slow
     # the stall rule (backend/runs/stall.py)
     "stall_steps": 10,          # no step for this many times the attempt's measured step time: stalled ...
     "stall_floor_s": 120.0,     # ... and never less than this (evaluation and checkpoints take time between steps)

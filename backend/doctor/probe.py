@@ -32,6 +32,7 @@ class ProbeReport:
     groups: list[int]  # the prompt each completion answers
     seconds: float
     examples: list[tuple[str, str, float]] = field(default_factory=list)  # (prompt, completion, total)
+    unfinished: int = 0  # completions the time limit left unwritten, in none of the above
     diagnoses: list[Diagnosis] = field(default_factory=list)
 
     @property
@@ -48,7 +49,8 @@ class ProbeReport:
         parts = [f"{name} mean {statistics.fmean(v) if v else 0:.3g}" for name, v in
                  ((n, [x for x in s if x is not None]) for n, s in self.scores.items())]
         return (f"reward probe: {self.prompts} prompt(s) × {self.per_prompt} completion(s) in {self.seconds:.1f} s; "
-                f"{'; '.join(parts)}; {self.clipped}/{len(self.lengths)} cut at {self.max_tokens} tokens")
+                f"{'; '.join(parts)}; {self.clipped}/{len(self.lengths)} cut at {self.max_tokens} tokens"
+                + (f"; {self.unfinished} unfinished when its time ran out" if self.unfinished else ""))
 
 
 def probe_size(config, before_start: bool = True) -> tuple[int, int]:
@@ -77,8 +79,10 @@ def reference_lengths(config, dataset, tokenizer) -> tuple[str, int, int] | None
     return column, min(lengths), max(lengths)
 
 
-def _generate(model, tokenizer, prompts: list, n: int, config) -> tuple[list[str], list[int], list[bool]]:
-    """n sampled completions per prompt, in one left-padded batch: (texts, token counts, cut at the limit)."""
+def _generate(model, tokenizer, prompts: list, n: int, config,
+              max_time: float | None = None) -> tuple[list[str], list[int], list[bool], list[bool]]:
+    """n sampled completions per prompt, in one left-padded batch: (texts, token counts, cut at the limit, still
+    unfinished when `max_time` seconds of generating ran out)."""
     import torch
 
     from backend.models.shared_prefill import generate_sharing_prompts
@@ -104,17 +108,19 @@ def _generate(model, tokenizer, prompts: list, n: int, config) -> tuple[list[str
         with torch.no_grad():
             ids = generate_sharing_prompts(model.generate, model, **inputs, max_new_tokens=limit, do_sample=True,
                                            temperature=rl.temperature, top_p=rl.top_p, num_return_sequences=n,
-                                           pad_token_id=tokenizer.pad_token_id)
+                                           pad_token_id=tokenizer.pad_token_id,
+                                           **({"max_time": max_time} if max_time else {}))
     finally:
         model.train(was_training)
     start = inputs["input_ids"].shape[1]
-    out, lengths, cut = [], [], []
+    out, lengths, cut, unfinished = [], [], [], []
     for row in ids[:, start:].tolist():
         end = next((i + 1 for i, t in enumerate(row) if t in eos), None)
         lengths.append(end or len(row))
         cut.append(end is None and len(row) >= limit)
+        unfinished.append(end is None and len(row) < limit)  # only where max_time stopped the batch
         out.append(tokenizer.decode(row[:end], skip_special_tokens=True).strip())
-    return out, lengths, cut
+    return out, lengths, cut, unfinished
 
 
 def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool = True) -> ProbeReport:
@@ -122,7 +128,7 @@ def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool =
     run a first look at one step's prompts that finds the run cannot learn looks again at as many other prompts
     as a probe before Start reads, so that a run is stopped on more than one step's groups."""
     k, n = probe_size(config, before_start)
-    report = _probe_rows(model, tokenizer, config, dataset, workspace, range(min(k, len(dataset))), n)
+    report = _probe_rows(model, tokenizer, config, dataset, workspace, range(min(k, len(dataset))), n, before_start)
     most, _ = probe_size(config, before_start=True)
     if report.no_signal and not before_start and k < most and len(dataset) > k:  # confirmed before it stops a run
         first = report
@@ -134,22 +140,36 @@ def run_probe(model, tokenizer, config, dataset, workspace, before_start: bool =
     return report
 
 
-def _probe_rows(model, tokenizer, config, dataset, workspace, indices: range, n: int) -> ProbeReport:
+def _probe_rows(model, tokenizer, config, dataset, workspace, indices: range, n: int,
+                before_start: bool = False) -> ProbeReport:
     from backend.playground import PromptRow, score
 
     t0 = time.monotonic()
     rows = dataset.select(indices)
     prompts = [PromptRow(i + 1, r["prompt"], {c: v for c, v in r.items() if c != "prompt"})
                for i, r in zip(indices, rows)]
-    completions, lengths, cut = _generate(model, tokenizer, [p.prompt for p in prompts], n, config)
-    groups = [i // n for i in range(len(completions))]
-    result = score(config.reward_sources, prompts, completions, workspace, groups=groups)
-    scores = {s.name: s.scores for s in result.stats if s.budget is None}
-    report = ProbeReport(len(prompts), n, config.rl.max_completion_length, lengths, sum(cut),
-                         reference_lengths(config, dataset, tokenizer), scores, [r.total for r in result.rows], groups,
-                         time.monotonic() - t0,
-                         [(r.prompt, r.completion, r.total) for r in result.rows[:4]])
-    report.diagnoses = findings(report, config, result.stats)
+    completions, lengths, cut, unfinished = _generate(model, tokenizer, [p.prompt for p in prompts], n, config,
+                                                      max_time=THRESHOLDS["probe_seconds"] if before_start else None)
+    # what the time limit left unwritten is judged nowhere: a half-written answer would score as a wrong one
+    kept = [i for i, u in enumerate(unfinished) if not u]
+    groups = [i // n for i in kept]
+    limit = config.rl.max_completion_length
+    slow = None
+    if len(kept) < len(completions):
+        slow = Diagnosis("probe_slow", "warning", {"unfinished": len(completions) - len(kept), "n": len(completions),
+                                                   "seconds": THRESHOLDS["probe_seconds"], "tokens": max(lengths),
+                                                   "current": limit},
+                         {"metric": "probe", "lengths": lengths}, {"rl.max_completion_length": max(32, limit // 2)})
+    scores, totals, examples, stats = {}, [], [], []
+    if kept:
+        result = score(config.reward_sources, prompts, [completions[i] for i in kept], workspace, groups=groups)
+        scores = {s.name: s.scores for s in result.stats if s.budget is None}
+        totals, stats = [r.total for r in result.rows], result.stats
+        examples = [(r.prompt, r.completion, r.total) for r in result.rows[:4]]
+    report = ProbeReport(len(prompts), n, limit, [lengths[i] for i in kept], sum(cut[i] for i in kept),
+                         reference_lengths(config, dataset, tokenizer), scores, totals, groups,
+                         time.monotonic() - t0, examples, unfinished=len(completions) - len(kept))
+    report.diagnoses = (findings(report, config, stats) if kept else []) + ([slow] if slow else [])
     return report
 
 
@@ -181,22 +201,23 @@ def findings(report: ProbeReport, config, stats) -> list[Diagnosis]:
         by_group: dict[int, list[float]] = {}
         for g, t in zip(report.groups, report.totals):
             by_group.setdefault(g, []).append(t)
+        by_group = {g: v for g, v in by_group.items() if len(v) > 1}  # a lone finished answer has no spread to show
         zero = sum(1 for v in by_group.values() if max(v) - min(v) <= 1e-12)
-        if zero == len(by_group):
+        if by_group and zero == len(by_group):
             fix = {"rl.max_completion_length": longer_completions(current, ref[2] if ref else None)} if truncated \
                 else more_generations(config)
             # no spread in a sample may be a sparse reward's bad luck; it is the run's fate when every completion
             # scored the same because none could end, or because a source pays the same for anything
             same = max(report.totals) - min(report.totals) <= 1e-12
             constant_paid = any(d.check == "probe_constant" and d.params["value"] != 0 for d in out)
-            proven = same and (report.clipped == n or constant_paid)
+            proven = same and (report.clipped == n or constant_paid) and not report.unfinished
             out.insert(0, Diagnosis("probe_zero_variance", "error" if proven else "warning",
                                     {"groups": len(by_group), "num_generations": config.rl.num_generations,
                                      "suggested": fix.get("rl.num_generations", fix.get("rl.max_completion_length")),
                                      "truncated": truncated, "stopped": proven and config.rl.probe == "stop",
                                      "sparse": not proven},
                                     {"metric": "probe", "totals": report.totals}, fix, no_signal=proven))
-        elif zero >= THRESHOLDS["probe_some_zero"] * len(by_group):
+        elif by_group and zero >= THRESHOLDS["probe_some_zero"] * len(by_group):
             out.append(Diagnosis("probe_some_zero_variance", "warning", {"zero": zero, "groups": len(by_group)},
                                  {"metric": "probe"}, more_generations(config)))
     spread = {s.name: abs(s.weight) * s.std for s in stats if s.budget is None and s.std and s.weight}

@@ -128,6 +128,14 @@ TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "zh": ("{groups} 个试探组中有 {zero} 个奖励方差为零：它们什么也教不了",
                "提高 rl.num_generations，或使用分级奖励（部分得分）"),
     },
+    "probe_slow": {
+        "en": ("{unfinished} of {n} probe completions were still being written after {seconds:g} s (at {tokens} of "
+               "rl.max_completion_length={current} tokens): they are not judged, and a training step generates as long",
+               "lower rl.max_completion_length, or check again when the machine is less busy"),
+        "zh": ("{n} 个探测回答中有 {unfinished} 个在 {seconds:g} 秒后仍未写完（已写 {tokens} 个词元，"
+               "rl.max_completion_length={current}）：它们不参与评判，训练的每一步生成也会同样耗时",
+               "降低 rl.max_completion_length，或在机器较空闲时再检查"),
+    },
     "probe_dominant": {
         "en": ("`{source}` dominates the fused reward ({share_pct} of its variance)",
                "lower its weight, or raise the other sources'"),

@@ -173,3 +173,24 @@ def test_a_dry_run_whose_probe_would_stop_the_run_exits_3_with_the_probes_words(
     assert "[cannot learn] every one of the 4 probe groups has zero reward variance" in out
     assert "raise rl.max_completion_length to ≥ 128  [--set rl.max_completion_length=128]" in out
     assert RunStore(tmp_path / "ws").list_runs() == []
+
+
+def test_a_probe_before_start_stops_generating_at_its_time_limit_and_judges_only_finished_answers(
+        tmp_path, tiny_model, monkeypatch):
+    """The tiny model writes on to any limit: with a limit of 0.05 s most answers are still unfinished, and the
+    probe says so instead of calling them cut or wrong (and claims nothing proven)."""
+    from backend.config import build_config
+    from backend.doctor.checks import THRESHOLDS
+    from backend.doctor.probe import check_rewards
+    from tests.integration.test_doctor_runs import gsm8k_file
+
+    monkeypatch.setitem(THRESHOLDS, "probe_seconds", 0.05)
+    config = build_config({"mode": "grpo", "model": str(tiny_model), "dataset": str(gsm8k_file(tmp_path)),
+                           "per_device_train_batch_size": 2, "rl": {"num_generations": 2,
+                                                                    "max_completion_length": 4000},
+                           "reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}]})
+    report = check_rewards(config, tmp_path)
+    slow = next(d for d in report.diagnoses if d.check == "probe_slow")
+    assert report.unfinished == slow.params["unfinished"] > 0 and slow.params["tokens"] < 4000
+    assert not report.no_signal and len(report.lengths) == 8 - report.unfinished
+    assert "unfinished when its time ran out" in report.summary()

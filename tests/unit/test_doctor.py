@@ -280,6 +280,8 @@ def test_every_diagnosis_reads_in_both_languages():
         Diagnosis("probe_zero_variance", "warning", {"groups": 4, "num_generations": 2, "suggested": 4,
                                                      "truncated": False, "stopped": False, "sparse": True}, {}),
         Diagnosis("probe_some_zero_variance", "warning", {"zero": 2, "groups": 4}, {}),
+        Diagnosis("probe_slow", "warning", {"unfinished": 12, "n": 16, "seconds": 20.0, "tokens": 97,
+                                            "current": 256}, {}),
         Diagnosis("probe_dominant", "warning", {"source": "length", "share": 0.92}, {}),
     ]
     assert {d.check for d in made} == set(TEXTS)
