@@ -228,11 +228,12 @@ def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
 
     from backend import monitoring
 
-    registry = monitoring.registry(RunStore(workspace))
+    registry, gate = monitoring.registry(RunStore(workspace)), monitoring.BasicAuthGate(auth)
 
     def metrics(request):  # sync: Starlette runs it on a worker thread, each with its own store connection
-        if not monitoring.authorized(request.headers.get("authorization"), auth):
-            return Response(status_code=401, headers=monitoring.UNAUTHORIZED_HEADERS)
+        client = request.client.host if request.client else "?"
+        if refused := gate.refusal(request.headers.get("authorization"), client):
+            return Response(status_code=refused[0], headers=refused[1])
         body, content_type = monitoring.exposition(registry, request.headers.get("accept"))
         return Response(body, headers={"Content-Type": content_type})
 

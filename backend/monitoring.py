@@ -15,6 +15,7 @@ import hmac
 import math
 import re
 import shutil
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -191,19 +192,49 @@ def authorized(header: str | None, auth: tuple[str, str] | None) -> bool:
 UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Basic realm="workbench metrics"'}
 
 
+class BasicAuthGate:
+    """/metrics' basic auth, throttled per client as the login page is (a scraper with the password never waits;
+    a guesser waits and is then refused). Called on the servers' request threads."""
+
+    def __init__(self, auth: tuple[str, str] | None):
+        from backend.core.net import LoginThrottle
+
+        self.auth, self.throttle = auth, LoginThrottle()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def refusal(self, header: str | None, client: str) -> tuple[int, dict] | None:
+        """None when the request may pass, else (status, headers) to answer with."""
+        if self.auth is None:
+            return None
+        with self._guard:
+            lock = self._locks.setdefault(client, threading.Lock())
+            if len(self._locks) > 10_000:  # memory bounded by the recent clients
+                self._locks = {c: lk for c, lk in self._locks.items() if lk.locked() or self.throttle.failures.get(c)}
+        with lock:  # one attempt at a time per address: parallel guesses wait their delays in turn
+            if wait := self.throttle.retry_after(client):
+                return 429, {"Retry-After": str(round(wait))}
+            time.sleep(self.throttle.delay(client))
+            if authorized(header, self.auth):
+                self.throttle.succeeded(client)
+                return None
+            self.throttle.failed(client)
+            return 401, UNAUTHORIZED_HEADERS
+
+
 def serve(store: RunStore, host: str = "127.0.0.1", port: int = 9101,
           auth: tuple[str, str] | None = None) -> ThreadingHTTPServer:
     """An HTTP server that answers only GET /metrics (call serve_forever on it); for machines without the UI."""
-    reg = registry(store)
+    reg, gate = registry(store), BasicAuthGate(auth)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
             if urlsplit(self.path).path != "/metrics":
                 self.send_error(404, "only /metrics is served here")
                 return
-            if not authorized(self.headers.get("Authorization"), auth):
-                self.send_response(401)
-                for key, value in UNAUTHORIZED_HEADERS.items():
+            if refused := gate.refusal(self.headers.get("Authorization"), self.client_address[0]):
+                self.send_response(refused[0])
+                for key, value in refused[1].items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

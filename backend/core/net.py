@@ -1,8 +1,17 @@
-"""Ports a server of the workbench binds (the UI, /metrics, a model server), refused before anything starts, and
-the one reply its ASGI middleware writes."""
+"""Ports a server of the workbench binds (the UI, /metrics, a model server), refused before anything starts, the
+one reply its ASGI middleware writes, and how failed logins are throttled (the login page and /metrics' basic auth)."""
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
+from collections import deque
+
+FREE_FAILURES = 5  # typos: no delay before the 6th attempt
+MAX_DELAY_S = 8.0
+LOCK_FAILURES = 10  # in WINDOW_S: even the right password is refused until the oldest of them is that old
+WINDOW_S = 600.0
+MAX_CLIENTS = 10_000  # addresses remembered before those with no recent failure are forgotten
 
 
 def not_a_port(port: int) -> str | None:
@@ -39,3 +48,43 @@ async def respond(send, status: int, body: bytes, headers: list | tuple = ()) ->
                 "headers": [*headers, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
+
+class LoginThrottle:
+    """Failed logins per client address, in this process's memory: a delay that doubles after FREE_FAILURES
+    (1 s, 2 s, 4 s, ... MAX_DELAY_S), and a refusal after LOCK_FAILURES within WINDOW_S."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.failures: dict[str, deque] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
+
+    def _recent(self, client: str) -> deque:
+        now, failed = self.clock(), self.failures.get(client, deque())
+        while failed and failed[0] <= now - WINDOW_S:
+            failed.popleft()
+        return failed
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until `client` may try again; 0 when it may now."""
+        failed = self._recent(client)
+        if len(failed) < LOCK_FAILURES:
+            return 0.0
+        return max(1.0, failed[-LOCK_FAILURES] + WINDOW_S - self.clock())
+
+    def delay(self, client: str) -> float:
+        over = len(self._recent(client)) - FREE_FAILURES
+        return 0.0 if over < 0 else min(2.0 ** over, MAX_DELAY_S)
+
+    def failed(self, client: str) -> None:
+        self.failures.setdefault(client, deque()).append(self.clock())
+
+    def succeeded(self, client: str) -> None:
+        self.failures.pop(client, None)
+
+    def lock(self, client: str) -> asyncio.Lock:
+        """One attempt at a time per address, so parallel guesses wait their delays one after another too."""
+        if client not in self.locks and len(self.locks) >= MAX_CLIENTS:  # memory bounded by the recent ones
+            for stale in [c for c, lock in self.locks.items() if not lock.locked() and not self._recent(c)]:
+                self.locks.pop(stale)
+                self.failures.pop(stale, None)
+        return self.locks.setdefault(client, asyncio.Lock())

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app import auth as login
+from backend.core import net
 from tests.browser.conftest import ui_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,12 +104,12 @@ def test_every_route_wants_the_login_but_the_login_page(server):
 def test_failed_logins_slow_down_then_lock_the_address_out(server):
     attacker = "203.0.113.7"
     took = []
-    for _ in range(login.LOCK_FAILURES):
+    for _ in range(net.LOCK_FAILURES):
         start = time.monotonic()
         assert log_in(server, "guess", attacker)[0] == 400
         took.append(time.monotonic() - start)
-    assert max(took[:login.FREE_FAILURES]) < 1.0
-    assert took[login.FREE_FAILURES] >= 1.0 and took[login.FREE_FAILURES + 2] >= 4.0  # 1 s, 2 s, 4 s, ...
+    assert max(took[:net.FREE_FAILURES]) < 1.0
+    assert took[net.FREE_FAILURES] >= 1.0 and took[net.FREE_FAILURES + 2] >= 4.0  # 1 s, 2 s, 4 s, ...
 
     start = time.monotonic()
     status, headers, body = log_in(server, PASSWORD, attacker)
@@ -121,16 +122,16 @@ def test_failed_logins_slow_down_then_lock_the_address_out(server):
 
 def test_the_lock_lifts_when_the_window_passes():
     now = [0.0]
-    throttle = login.LoginThrottle(clock=lambda: now[0])
+    throttle = net.LoginThrottle(clock=lambda: now[0])
     delays = []
-    for _ in range(login.LOCK_FAILURES):
+    for _ in range(net.LOCK_FAILURES):
         delays.append(throttle.delay("a"))
         throttle.failed("a")
         now[0] += 1
-    assert delays == [0] * login.FREE_FAILURES + [1, 2, 4, 8, 8]
-    assert throttle.retry_after("a") == pytest.approx(login.WINDOW_S - login.LOCK_FAILURES)
+    assert delays == [0] * net.FREE_FAILURES + [1, 2, 4, 8, 8]
+    assert throttle.retry_after("a") == pytest.approx(net.WINDOW_S - net.LOCK_FAILURES)
     assert throttle.retry_after("b") == 0
-    now[0] += login.WINDOW_S
+    now[0] += net.WINDOW_S
     assert throttle.retry_after("a") == 0 and throttle.delay("a") == 0
 
 

@@ -241,3 +241,26 @@ def test_the_headless_server_serves_only_metrics(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_metrics_basic_auth_is_throttled_per_client_as_the_login_is(monkeypatch):
+    import base64
+
+    from backend import monitoring
+    from backend.core import net
+
+    slept, now = [], [0.0]
+    monkeypatch.setattr(monitoring.time, "sleep", slept.append)
+    gate = monitoring.BasicAuthGate(("prom", "secret"))
+    gate.throttle = net.LoginThrottle(clock=lambda: now[0])
+    basic = lambda pw: "Basic " + base64.b64encode(f"prom:{pw}".encode()).decode()  # noqa: E731
+    assert gate.refusal(basic("secret"), "a") is None
+    answers = [gate.refusal(basic("guess"), "a") for _ in range(net.LOCK_FAILURES)]
+    assert [a[0] for a in answers] == [401] * net.LOCK_FAILURES
+    assert slept == [0.0] * (net.FREE_FAILURES + 1) + [1.0, 2.0, 4.0, 8.0, 8.0]  # waits grow as at the login
+    status, headers = gate.refusal(basic("secret"), "a")  # locked: even the right password
+    assert status == 429 and int(headers["Retry-After"]) > 0
+    assert gate.refusal(basic("secret"), "b") is None  # another address is not held back
+    now[0] += net.WINDOW_S
+    assert gate.refusal(basic("secret"), "a") is None
+    assert monitoring.BasicAuthGate(None).refusal(None, "a") is None  # no --auth: nothing asked
