@@ -16,12 +16,12 @@ _RL_METRICS = ("reward", "reward_std", "kl", "entropy", "completions/mean_length
 # The charts a run's page leads with (fnmatch patterns, in order); the rest fold into groups by prefix.
 _FIT_CHARTS = ("loss", "eval_loss")
 # The run doctor's checks (backend/doctor/checks.py) each mode runs on its metrics
-_COMMON_CHECKS = ("loss_nan", "grad_explosion", "warmup")
+_COMMON_CHECKS = ("loss_nan", "grad_explosion", "warmup", "slowdown")  # step_time: TRL's, or StoreCallback's
 _FIT_CHECKS = (*_COMMON_CHECKS, "loss_spike", "overfitting")
 _RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "reward_hacking", "kl_runaway", "entropy_collapse",
-              "constraint_unmet", "slowdown")
+              "constraint_unmet")
 _GROUP_CHECKS = ("zero_variance", *_RL_CHECKS)
-# Online DPO logs no step_time, no completion lengths and keeps no constraint; its truncation reading is
+# Online DPO logs no completion lengths and keeps no constraint; its truncation reading is
 # val/contain_eos_token, its KL and entropy objective/kl and objective/entropy
 _PAIR_RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "kl_runaway", "entropy_collapse")
 # What a preference trainer logs on its chosen / rejected pairs (DPO, ORPO, CPO, SimPO)

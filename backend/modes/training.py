@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +216,8 @@ class StoreCallback(TrainerCallback):
         self.node_main = is_main if node_main is None else node_main
         self.stopped = False
         self.logged: tuple[int, set[str]] = (-1, set())  # the step last logged and the names stored for it
+        self._step_began: float | None = None
+        self._step_seconds: list[float] = []  # since the last log: the steps' own time (no evaluation, no saving)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.node_main:
@@ -229,14 +232,23 @@ class StoreCallback(TrainerCallback):
             step, names = self.logged
             if step != state.global_step:
                 step, names = state.global_step, set()
-            values = {k: v for k, v in {**logs, **peak_memory()}.items() if k not in names}
+            timing = {"step_time": statistics.fmean(self._step_seconds)} if self._step_seconds else {}
+            self._step_seconds = []
+            # TRL's online trainers log their own step_time; the others get the doctor's slowdown check from ours
+            values = {k: v for k, v in {**timing, **logs, **peak_memory()}.items() if k not in names}
             names.update(values)
             self.logged = (step, names)
             self.store.add_metrics(self.run_id, step, values)
             shown = ", ".join(f"{k}={v:.4g}" for k, v in logs.items() if isinstance(v, (int, float)))
             print(f"step {state.global_step}/{state.max_steps}: {shown}", flush=True)
 
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_began = time.perf_counter()
+
     def on_step_end(self, args, state, control, **kwargs):
+        if self._step_began is not None:
+            self._step_seconds.append(time.perf_counter() - self._step_began)
+            self._step_began = None
         requested = False
         if self.node_main:
             self.store.update_run(self.run_id, step=state.global_step, step_at=time.time())

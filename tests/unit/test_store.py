@@ -146,3 +146,27 @@ def test_each_metric_is_stored_once_per_step(tmp_path):
     assert len(pairs) == len(set(pairs))
     assert {name for step, name in pairs if step == 2} == {"loss", "epoch", "train_runtime", "eval_loss",
                                                            "memory/peak_rss_gb"}
+
+
+def test_a_trainer_that_logs_no_step_time_gets_the_steps_own_time(tmp_path, monkeypatch):
+    """The mean of the steps since the last log, without what happens between steps (evaluation, saving); a
+    trainer's own step_time (TRL's online ones) is kept as it logged it."""
+    from types import SimpleNamespace
+
+    from backend.modes import training
+
+    clock = iter([0.0, 2.0, 10.0, 14.0, 20.0, 21.0])
+    monkeypatch.setattr(training.time, "perf_counter", lambda: next(clock))
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({}))
+    callback = training.StoreCallback(store, run.id, is_main=True)
+    state = SimpleNamespace(global_step=2, max_steps=3)
+    for _ in range(2):  # steps of 2 s and 4 s, with 6 s between them
+        callback.on_step_begin(None, state, None)
+        callback.on_step_end(None, state, SimpleNamespace(should_training_stop=False))
+    callback.on_log(None, state, None, logs={"loss": 1.0})
+    callback.on_step_begin(None, SimpleNamespace(global_step=3, max_steps=3), None)
+    callback.on_step_end(None, SimpleNamespace(global_step=3, max_steps=3), SimpleNamespace(should_training_stop=False))
+    callback.on_log(None, SimpleNamespace(global_step=3, max_steps=3), None, logs={"loss": 1.0, "step_time": 9.0})
+    times = {m["step"]: m["value"] for m in store.metrics_since(run.id) if m["name"] == "step_time"}
+    assert times == {2: 3.0, 3: 9.0}
