@@ -186,7 +186,9 @@ def _record_death(store: RunStore, run: Run, rc: int, launcher_pid: int | None =
     # the kernel's log and the cgroup are read only for a death by a signal the worker could not record
     first = first_rank_death(tail)
     killed = ended.status == "running" or (first is not None and first.signal_name == "SIGKILL")
-    oom = oom_evidence(ended.worker_pid, oom_kills, store.last_metrics(run.id).get("memory/peak_rss_gb")) \
+    # the kernel names the pid it killed: the rank that died first where one is known
+    oom = oom_evidence(first.pid if first is not None else ended.worker_pid, oom_kills,
+                       store.last_metrics(run.id).get("memory/peak_rss_gb")) \
         if rc != 0 and killed else None
     if ended.status == "failed":
         if why := blamed_rank(ended.error, tail, oom):

@@ -157,3 +157,20 @@ def test_the_train_tabs_data_settings_become_data_options():
     assert options == DataOptions(columns={"prompt": "question"}, seed=7)
     with pytest.raises(ConfigError, match="data.columns"):
         data_options([{"data.columns": "oops"}.get(p) for p in DATA_PATHS])
+
+
+def test_a_requested_stop_counts_down_to_being_forced_and_says_where_it_was():
+    from backend.runs.stall import forcing_in, overdue_stop
+
+    grace = RunConfig().stop_grace_s
+    asked = make_run(stop_requested=True, stop_requested_at=NOW - 18)
+    assert forcing_in(asked, NOW) == grace - 18 and overdue_stop(asked, NOW) is None
+    assert f"stop requested, saving the adapter · forcing in {grace - 18:.0f} s ·" in status_line(asked, NOW)
+    assert "强制" in status_line(asked, NOW, lang="zh")
+    late = NOW + grace
+    assert forcing_in(asked, late) == 0 and "· forcing it now ·" in status_line(asked, late)
+    assert "did not stop within" in overdue_stop(asked, late) and "after step 10" in overdue_stop(asked, late)
+    loading = make_run(stop_requested=True, stop_requested_at=NOW - grace - 1, train_started_at=None, step=0)
+    assert "while loading" in overdue_stop(loading, NOW)
+    assert overdue_stop(make_run(status="completed", stop_requested=True, stop_requested_at=NOW - 999), NOW) is None
+    assert forcing_in(make_run(), NOW) is None  # no stop asked

@@ -345,3 +345,33 @@ def test_ranks_whose_clocks_differ_save_together_when_rank_0_says_so():
     for process in ranks:
         process.join(timeout=30)
     assert seen == {0: [False, True], 1: [False, True]}
+
+
+def test_memory_is_blamed_only_with_evidence_and_for_the_process_that_died(tmp_path, monkeypatch):
+    cgroup = tmp_path / "cg"
+    cgroup.mkdir()
+    (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+    (cgroup / "memory.max").write_text("8000000000\n")
+    monkeypatch.setattr(deaths, "_cgroup_dir", lambda: cgroup)
+    killed = []
+    monkeypatch.setattr(deaths, "_kernel_oom_record", lambda pid: pid in killed)
+    assert deaths.oom_kills() == 2 and deaths.memory_limit_gb() == 8.0
+    assert deaths.oom_evidence(12821, kills_before=2, rss_gb=1.0) is None  # a SIGKILL alone says nothing
+    assert "oom_kill 1 → 2" in deaths.oom_evidence(12821, kills_before=1, rss_gb=1.0)
+    assert deaths.oom_evidence(12821, kills_before=2, rss_gb=7.5) == "its memory was 7.5 of 8.0 GB at its last report"
+    killed.append(12821)
+    assert deaths.oom_evidence(12821, kills_before=2, rss_gb=1.0) == "the kernel's OOM killer ended it"
+    (cgroup / "memory.max").write_text("max\n")  # no cgroup limit: the machine's memory
+    assert deaths.memory_limit_gb() > 0
+
+
+def test_the_kernel_record_is_looked_up_for_the_rank_that_died_first(store, monkeypatch):
+    from backend.runs.logs import log_path
+
+    run = store.create_run(build_config({}))
+    store.update_run(run.id, status="running", worker_pid=1234)
+    log_path(store, run.id).write_text(ROOT_CAUSE)
+    looked = []
+    monkeypatch.setattr(deaths, "oom_evidence", lambda pid, *a: looked.append(pid))
+    supervisor._record_death(store, store.get_run(run.id), 1, launcher_pid=77)
+    assert looked == [12821] and "rank 1 (pid 12821) was killed by SIGKILL" in store.get_run(run.id).error
