@@ -69,6 +69,10 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
             forked = fork is not None and _fork_refusal(run.config, plan, say) is None
             while True:
+                if store.stop_requested(run_id):  # asked while a vLLM server started (or between attempts)
+                    store.finish_run(run_id, "stopped", error="stopped before its worker started")
+                    rc = 0
+                    break
                 if forked:
                     from backend.runs.warm import fork_worker, launcher_env
 

@@ -375,3 +375,13 @@ def test_the_kernel_record_is_looked_up_for_the_rank_that_died_first(store, monk
     monkeypatch.setattr(deaths, "oom_evidence", lambda pid, *a: looked.append(pid))
     supervisor._record_death(store, store.get_run(run.id), 1, launcher_pid=77)
     assert looked == [12821] and "rank 1 (pid 12821) was killed by SIGKILL" in store.get_run(run.id).error
+
+
+def test_a_stop_asked_before_the_worker_starts_stops_the_run_without_starting_it(store, monkeypatch):
+    run = store.create_run(build_config({}))
+    store.update_run(run.id, status="running")
+    store.request_stop(run.id)
+    monkeypatch.setattr(supervisor.subprocess, "Popen", lambda *a, **k: pytest.fail("a worker was started"))
+    assert supervisor.supervise(run.id, str(store.workspace)) == 0
+    ended = store.get_run(run.id)
+    assert ended.status == "stopped" and ended.error == "stopped before its worker started"
