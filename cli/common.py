@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import sys
 import time
 
@@ -30,21 +31,47 @@ def workspace(args) -> str:
     return args.workspace or str(default_workspace())
 
 
+# Commands that only act on what a workspace holds: on one without a store they find nothing, and make none.
+_ON_WHAT_IS_THERE = {"runs", "show", "logs", "note", "delete", "compare", "stop", "doctor", "resume", "export",
+                     "push", "labels", "eval", "sweep"}
+
+
 def open_store(args):
+    """The workspace's store. When it has none yet, `train` and `eval/sweep start` make it at first use (a
+    refusal before then leaves nothing behind), the commands above read it as empty and write nothing, and the
+    others (the servers) make it now, as they always have."""
     from backend.runs.store import RunStore
 
-    return RunStore(workspace(args))
+    command = getattr(args, "command", None)
+    resuming = command == "train" and getattr(args, "resume", None)
+    if (command == "train" and not resuming) or getattr(args, f"{command}_command", "") == "start":
+        create = "on_use"
+    elif command in _ON_WHAT_IS_THERE or resuming:
+        create = "never"
+    else:
+        create = "now"
+    return RunStore(workspace(args), create=create)
 
 
 def bad_input(message, errors=(), code=EXIT_BAD_INPUT) -> int:
-    """Say on stderr what is wrong, one `  - ` line per problem (with --json, on stdout too, as {"error": ...,
-    "errors": [...]}: a script reads JSON either way); the exit code, by default the one for bad input."""
-    print(message, file=sys.stderr)
-    for line in errors:
-        print(f"  - {line}", file=sys.stderr)
+    """Say on stderr what is wrong in one line (`Cannot start the run: <problem>`), or, for several problems, the
+    message and one `  - ` line each (with --json, on stdout too, as {"error": ..., "errors": [...]}: a script
+    reads JSON either way); the exit code, by default the one for bad input."""
+    lines = [_one_line(e) for e in errors]
+    if len(lines) == 1 and str(message).endswith(":"):
+        print(f"{message} {lines[0]}", file=sys.stderr)
+    else:
+        print(_one_line(message), file=sys.stderr)
+        for line in lines:
+            print(f"  - {line}", file=sys.stderr)
     if _JsonStdout.out is not None and not _JsonStdout.written:
         print_json({"error": str(message).rstrip(":"), "errors": [str(e) for e in errors], "exit_code": code})
     return code
+
+
+def _one_line(text) -> str:
+    """A problem on one line: a library's message may span several (a YAML error quotes the line it failed on)."""
+    return re.sub(r"\s*\n\s*", " ", str(text).strip())
 
 
 def clean(value):

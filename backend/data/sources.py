@@ -86,7 +86,9 @@ def _rows_to_dataset(rows: list, source: str) -> datasets.Dataset:
                                    f"{seen[0]}; use one kind of value in the whole column")
             if seen[0] == "null" and kind != "null":
                 kinds[key] = (kind, i)
-            columns.setdefault(key, [None] * (i - 1)).append(value)
+            if (values := columns.get(key)) is None:  # not setdefault: its default list would be built every row
+                values = columns[key] = [None] * (i - 1)
+            values.append(value)
         for key, values in columns.items():
             if len(values) < i:
                 values.append(None)

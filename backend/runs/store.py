@@ -232,27 +232,75 @@ def _stored_config(text: str) -> RunConfig:
 
 
 class RunStore:
-    def __init__(self, workspace: str | Path):
+    def __init__(self, workspace: str | Path, create: str = "now"):
+        """create, when the workspace has no database yet: "now" makes it (and the folder); "on_use" at the first
+        read or write (a command refused before then leaves nothing behind); "never" reads it as empty and
+        writes nothing (a command that only reads; an insert is refused). A folder that could not be used is
+        refused at once either way."""
         self.workspace = Path(workspace).resolve()
         self.path = self.workspace / "workbench.db"
         self._local = threading.local()
         self._tables_made: list[RunReferences] = []
         self.read_only = ""  # why the store was opened read-only, e.g. "is on a read-only file system"
+        self.absent = ""  # while there is no database: when it is made ("on_use", "never")
         if self._open_read_only():  # its runs can still be listed and shown
             return
+        if create != "now" and not self.path.exists():
+            self._check_usable()
+            self.absent = create
+            if create == "never":
+                self.read_only = "has no runs yet"  # so commands skip what writes (dispatching)
+                for module in _PROVIDERS:  # their tables, empty, for the reads
+                    import_module(module)
+                self._tables_made = list(_REFERENCES)  # made with each connection: nothing to write
+            return
+        self._create()
+
+    def _create(self) -> None:
+        """Open the database, making the folder, the tables and the reserve when missing."""
+        self.absent = ""
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
             with self._connect() as db:
                 db.executescript(_SCHEMA)
                 _migrate(db)
         except (OSError, sqlite3.Error) as e:
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-            if isinstance(e, FileExistsError) or (self.workspace.exists() and not self.workspace.is_dir()):
-                why = "it is a file, not a folder"
-            raise WorkspaceError(f"workspace {self.workspace} cannot be used: {why}; choose a folder this user can "
-                                 "write (--workspace DIR or WORKBENCH_WORKSPACE)") from None
+            raise self._unusable(e) from None
         self._make_registered_tables()
         self._keep_reserve()
+
+    def _unusable(self, e: OSError | sqlite3.Error) -> WorkspaceError:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        if isinstance(e, FileExistsError) or (self.workspace.exists() and not self.workspace.is_dir()):
+            why = "it is a file, not a folder"
+        return WorkspaceError(f"workspace {self.workspace} cannot be used: {why}; choose a folder this user can "
+                              "write (--workspace DIR or WORKBENCH_WORKSPACE)")
+
+    def _check_usable(self) -> None:
+        """Refuse, as making the store would, a workspace that is a file or could not be made (/sys/x, another
+        user's folder): tried with an empty folder in the nearest one that exists, removed at once."""
+        import tempfile
+
+        if self.workspace.exists():
+            if not self.workspace.is_dir():
+                raise self._unusable(FileExistsError())
+            return
+        above = next(p for p in self.workspace.parents if p.exists())
+        try:
+            if not above.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            os.rmdir(tempfile.mkdtemp(prefix=".workspace-check-", dir=above))
+        except OSError as e:
+            raise self._unusable(e) from None
+
+    def _empty_connection(self) -> sqlite3.Connection:
+        """What a workspace without a database reads as: an empty store in memory. Updates and deletes there find
+        nothing to change (a command's bookkeeping runs as usual); an insert, which would be lost, is refused."""
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=True)
+        db.executescript(_SCHEMA + "".join(refs.tables for refs in _REFERENCES))
+        db.set_authorizer(lambda action, *_: sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_INSERT
+                          else sqlite3.SQLITE_OK)
+        return db
 
     def _open_read_only(self) -> bool:
         """Open an existing store that this user cannot write (a read-only mount, another user's folder) for
@@ -318,8 +366,12 @@ class RunStore:
     def _connect(self):
         """This thread's connection, opened once: a training step pays microseconds, not a reconnect."""
         local = self._local
+        if self.absent == "on_use":  # first use: make it now
+            self._create()
         if getattr(local, "pid", None) != os.getpid():  # never reuse a connection across fork
-            if self.read_only:
+            if self.absent:
+                db = self._empty_connection()
+            elif self.read_only:
                 db = self._read_only_connection()
             else:
                 db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
@@ -330,8 +382,12 @@ class RunStore:
             local.db, local.pid = db, os.getpid()
         try:
             yield local.db
-        except sqlite3.OperationalError as e:
+        except sqlite3.DatabaseError as e:
             code = getattr(e, "sqlite_errorcode", None)
+            if self.absent and code == sqlite3.SQLITE_AUTH:
+                raise WorkspaceError(f"no runs in {self.workspace} yet (`launch.py train` starts one)") from None
+            if not isinstance(e, sqlite3.OperationalError):
+                raise
             if self.read_only and code is not None and code & 0xFF == sqlite3.SQLITE_READONLY:
                 raise WorkspaceError(f"workspace {self.workspace} {self.read_only}: its runs can be listed and "
                                      "shown, not started, changed or deleted; make it writable, or use another "

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+from backend.hub import _PROXY_VARS
+
 GRPO = ["--set", "mode=grpo", "--set", "dataset=demo-math"]
+PYTHON_REWARD = 'reward_sources=[{"type": "python", "params": {"file": "latin1.py"}}]'
 
 
 def _files(tmp):
@@ -36,6 +39,23 @@ def _files(tmp):
     os.mkfifo(tmp / "fifo.yaml")
     (tmp / "sweep.yaml").write_text("base: {mode: sft}\nn_trials: 0\n"
                                     "space: [{field: learning_rate, kind: log_float, low: 1.0e-5, high: 1.0e-3}]\n")
+    (tmp / "rws").mkdir()  # a workspace holding a reward file (python rewards are only read from one)
+    (tmp / "rws" / "latin1.py").write_bytes(b"# caf\xe9\ndef reward(prompts, completions, **columns):\n"
+                                            b"    return [0.0] * len(completions)\n")
+    (tmp / "locked").mkdir()
+    (tmp / "locked").chmod(0o500)  # takes no new files, for any user but root
+
+
+# Cases that set or unset environment variables (None: unset) for their call.
+ENV: dict[str, dict[str, str | None]] = {
+    # the Hub's host takes no connection: the reachability check, not HF_HUB_OFFLINE, must say so at once
+    "model-hub-unreachable": {"HF_HUB_OFFLINE": None, "TRANSFORMERS_OFFLINE": None,
+                              "HF_ENDPOINT": "http://127.0.0.1:9", **dict.fromkeys(_PROXY_VARS)},
+}
+# Cases only a user other than root can meet: root writes into any folder whatever its mode.
+NOT_AS_ROOT = {"export-to-locked-folder"}
+# Cases with a bound on how long the refusal may take (s): huggingface_hub's retries would take ~25 s.
+TIME_LIMIT_S = {"model-hub-unreachable": 15.0}
 
 
 # (id, argv, expected text in stderr)
@@ -129,4 +149,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("auth-empty-password", ["ui", "--auth", "ann:"], "--auth: the password is empty"),
     ("auth-short-password", ["ui", "--auth", "ann:x"], "--auth: the password is too short"),
     ("auth-no-user", ["metrics", "--auth", ":s3cret"], "--auth: the user name is missing"),
+    ("reward-py-not-utf8", ["train", *GRPO, "--set", PYTHON_REWARD, "--dry-run", "--workspace", "{tmp}/rws"],
+     "rws/latin1.py is not UTF-8 text (byte 5 is 0xe9): save it as UTF-8"),
+    ("export-to-locked-folder", ["export", "20260101-000000-abcd", "--out", "{tmp}/locked/x"],
+     "{tmp}/locked/x cannot be written: {tmp}/locked takes no new files"),
+    ("model-hub-unreachable", ["train", "--set", "model=nobody-here/x"],
+     "Could not reach the Hugging Face Hub for model 'nobody-here/x' (offline or no network: cannot connect to "
+     "127.0.0.1: Connection refused)"),
 ]

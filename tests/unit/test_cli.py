@@ -113,6 +113,26 @@ def test_bad_input_at_the_cli_is_one_clear_line_and_exit_2(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_commands_that_read_make_no_store_and_a_start_makes_it_at_first_use(tmp_path, capsys):
+    from argparse import Namespace
+
+    from backend.config import build_config
+    from cli.common import open_store
+
+    ws = tmp_path / "ws"
+    for argv in (["runs"], ["sweep", "list"], ["eval", "list"], ["labels", "list"]):
+        assert launch.main([*argv, "--workspace", str(ws)]) == 0
+    assert launch.main(["note", "20260101-000000-abcd", "x", "--workspace", str(ws)]) == 2
+    assert capsys.readouterr().err == "no run with id '20260101-000000-abcd'\n"
+    assert not ws.exists()  # nor workbench.db, nor its 2 MB reserve
+
+    store = open_store(Namespace(command="train", resume=None, workspace=str(ws)))
+    assert not ws.exists()  # a train refused by its checks leaves nothing
+    run = store.create_run(build_config({}))
+    assert (ws / "workbench.db").is_file() and [r.id for r in open_store(Namespace(
+        command="runs", workspace=str(ws))).list_runs()] == [run.id]
+
+
 def test_an_open_server_is_warned_about_once(tmp_path, monkeypatch, capsys, caplog):
     """cli/serve.py prints the warning; launch_ui only shows it on the page (it logged it a second time)."""
     import app.main
@@ -171,5 +191,5 @@ def test_a_dry_run_checks_everything_a_start_checks_shows_settings_and_memory_an
     # what only preflight finds (the settings themselves are valid): exit 2, naming it
     assert launch.main([*args, "--set", f"dataset={tmp_path / 'missing.jsonl'}"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("Cannot start the run:\n  - dataset: ") and "missing.jsonl" in err
+    assert err.startswith("Cannot start the run: dataset: ") and "missing.jsonl" in err and err.count("\n") == 1
     assert RunStore(tmp_path).list_runs() == []
