@@ -6,6 +6,7 @@ one ends.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -13,6 +14,7 @@ import pandas as pd
 
 from app import i18n
 from app.choices import run_choices
+from app.formatting import status_text
 from app.plots import Series, add_rows, overlay_figure
 from app.view_state import SentValues
 from app.tab_polls import TabPolls
@@ -49,17 +51,20 @@ def build(store: RunStore, polls: TabPolls, words=None) -> None:
                                  elem_id="compare-select"), "compare.pick", fmt={"n": MAX_COMPARED})
         plot = gr.Plot(elem_id="compare-plot", show_label=False)
         with gr.Row(equal_height=False):
-            settings = w.add(gr.Dataframe(_frame("setting", [], []), interactive=False, wrap=True, max_height=360,
-                                          elem_id="compare-settings", scale=3), "compare.settings")
-            finals = w.add(gr.Dataframe(_frame("metric", [], []), interactive=False, max_height=360,
-                                        elem_id="compare-final", scale=2), "compare.finals")
+            settings = w.add(gr.Dataframe(_frame(i18n.english("compare.setting"), [], []), interactive=False,
+                                          wrap=True, max_height=360, elem_id="compare-settings", scale=3),
+                             "compare.settings")
+            finals = w.add(gr.Dataframe(_frame(i18n.english("compare.metric"), [], []), interactive=False,
+                                        max_height=360, elem_id="compare-final", scale=2), "compare.finals")
         evaluated = w.add(gr.Dataframe(_frame("", [], []), interactive=False, wrap=True, visible=False,
                                        elem_id="compare-evals"), "compare.evals")
         view = gr.State(CompareView())
 
     outputs = [pick, plot, settings, finals, evaluated, view]
 
-    def render(cv: CompareView) -> dict:
+    def render(cv: CompareView, lang: str) -> dict:
+        t = functools.partial(i18n.text, lang=lang)
+        cv.shown["lang"] = lang  # what the tables' words were last sent in
         runs_all = store.list_runs()
         choices = run_choices(runs_all)
         out = {view: cv}
@@ -84,34 +89,37 @@ def build(store: RunStore, polls: TabPolls, words=None) -> None:
             out[plot] = overlay_figure([(lab, cv.series.get(r.id, {})) for lab, r in zip(labels, runs)])
         diffs = config_differences([r.config for r in runs]) if len(runs) > 1 else []
         if len(runs) > 1 and not diffs:
-            diffs = [("(none)", ["same settings"] * len(runs))]
-        statuses = ("status", [status_words(r) for r in runs])  # "completed — no learning signal"
+            diffs = [(t("compare.none"), [t("compare.same")] * len(runs))]
+        # "completed — no learning signal", in the page's language as the runs table says it
+        statuses = (t("col.status"), [status_words(r, lang, status_text) for r in runs])
         setting_rows = [statuses, *diffs] if runs else []
-        if cv.changed("settings", (tuple(labels), repr(setting_rows))):
-            out[settings] = _frame("setting", labels, setting_rows)
+        # with the language: a switch sends the tables again in it, their headers too when nothing is picked
+        if cv.changed("settings", (lang, tuple(labels), repr(setting_rows))):
+            out[settings] = _frame(t("compare.setting"), labels, setting_rows)
         final_rows = [(n, [_number(v) for v in vals]) for n, vals in final_values(store, runs)]
-        if cv.changed("finals", (tuple(labels), repr(final_rows))):
-            out[finals] = _frame("metric", labels, final_rows)
+        if cv.changed("finals", (lang, tuple(labels), repr(final_rows))):
+            out[finals] = _frame(t("compare.metric"), labels, final_rows)
         if cv.changed("evals_seen", (tuple(labels), evals.ended_stamp(store))):  # summaries only when one ends
             rows = evals.comparison_rows(evals.latest_evaluations(store, [r.id for r in runs])) if runs else []
             if cv.changed("evals", (tuple(labels), repr(rows))):
                 out[evaluated] = gr.update(value=_frame("", labels, rows), visible=bool(rows))
         return out
 
-    def on_pick(run_ids, cv: CompareView):
+    def on_pick(run_ids, cv: CompareView, request: gr.Request = None):
         run_ids = list(run_ids or [])[:MAX_COMPARED]
         cv.run_ids = run_ids
         for rid in list(cv.series):
             if rid not in run_ids:  # fetched again from the start if picked anew
                 cv.series.pop(rid)
                 cv.last_ids.pop(rid, None)
-        return render(cv)
+        return render(cv, i18n.lang_of(request))
 
-    def on_tick(cv: CompareView):
-        if not cv.run_ids and "choices" in cv.shown:
+    def on_tick(cv: CompareView, request: gr.Request = None):
+        lang = i18n.lang_of(request)
+        if not cv.run_ids and "choices" in cv.shown and cv.shown.get("lang") == lang:  # nothing to redraw
             choices = run_choices(store.list_runs())
             return {view: cv} | ({pick: gr.update(choices=choices)} if cv.changed("choices", choices) else {})
-        return render(cv)
+        return render(cv, lang)
 
     pick.change(on_pick, [pick, view], outputs, show_progress="hidden")
     polls.add("runs", on_tick, view, outputs, show_progress="hidden")

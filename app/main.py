@@ -180,11 +180,11 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             return {**train.form.updates_from(fixed.model_copy(update={"name": ""}), lang), train.message: note,
                     **polls.open("train")}
 
+        memory_fn, memory_io = train.memory
         runs.fix.click(fix_run, runs.select, [*train.form.outputs, train.message, *polls.outputs],
-                       show_progress="hidden")
+                       show_progress="hidden").then(memory_fn, **memory_io, show_progress="hidden")  # its suggestions
         preview_fn, preview_io = train.preview
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
-        memory_fn, memory_io = train.memory
         # what handlers write follows the session's language: after it is known, and again when it changes
         polls.rerun_after(switched)
         polls.rerun_after(opened, (POLLING_TABS[0],))  # the tab a page opens on

@@ -26,6 +26,7 @@ from app.tab_polls import TabPolls
 from backend.runs import jobs, preflight
 from backend.config import ConfigError, RunConfig, build_config, choices, load_config, set_path, to_yaml
 from backend.doctor import fix_text
+from backend.doctor.defaults import SUGGESTED_PATHS, data_suggestions
 from backend.modes import available_modes
 from backend.core.mode_registry import RL_MODES
 from backend.rewards import is_suggestion, suggested_sources
@@ -52,7 +53,8 @@ class TrainTab:
     refresh_outputs: list
     refresh: Callable[[], dict]  # updates for refresh_outputs (model, dataset and preset choices)
     preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
-    memory: tuple  # (fn, {inputs, outputs}) that fills the memory estimate, for the page's load event
+    memory: tuple  # (fn, {inputs, outputs}) that fills the memory estimate and the fields' suggestions, for the
+    # page's load event and a language switch (which resets every field's help: this writes them again)
     sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
     message: gr.Markdown  # under Start: what the last action said
 
@@ -417,35 +419,40 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         return {status: html, session: replace(sess, shown_status=html)}
 
     def memory_line(config: RunConfig, lang: str) -> str:
-        """The memory estimate, then what the data says of the settings ("suggested: …")."""
         from backend.models import ModelError
 
         try:
             estimate = preflight.memory_estimate(config, workspace)
         except ModelError as e:
-            line = memory_markdown(None, why_not=str(e), lang=lang)
-        else:
-            line = memory_markdown(estimate.summary(i18n.memory_texts(lang)), estimate.fits, lang=lang)
-        return line + "".join(f"  \n💡 {text}" for text in suggestion_lines(config, lang))
+            return memory_markdown(None, why_not=str(e), lang=lang)
+        return memory_markdown(estimate.summary(i18n.memory_texts(lang)), estimate.fits, lang=lang)
 
-    def suggestion_lines(config: RunConfig, lang: str) -> list[str]:
-        from backend.doctor.defaults import data_suggestions
-        from backend.doctor.texts import suggestion_text
-
-        try:
-            found = data_suggestions(config, workspace)
-        except Exception:  # noqa: BLE001 - advice only: a dataset the preview refuses says why there
-            log.debug("no data suggestions", exc_info=True)
-            return []
-        return [suggestion_text(s.key, s.value, s.params, lang) for s in found]
+    def field_hints(config: RunConfig | None, lang: str) -> dict:
+        """Under each setting the data contradicts, its help then "💡 suggested: …"; every other setting a
+        suggestion may name gets its help alone, so none stays once its value agrees, the data changed or the
+        settings do not validate (None). Form events only, never the poll: the measure is kept per model and data."""
+        found = {}
+        if config is not None:
+            try:
+                found = {s.path: s for s in data_suggestions(config, workspace)}
+            except Exception:  # noqa: BLE001 - advice only: a dataset the preview refuses says why there
+                log.debug("no data suggestions", exc_info=True)
+        out = {}
+        for path in SUGGESTED_PATHS:
+            lines = [i18n.setting_text(path, lang)[1]]
+            if s := found.get(path):
+                lines.append("💡 " + i18n.text(f"train.suggested.{s.key}", lang, value=s.value, **s.params))
+            out[c[path]] = gr.update(info="\n".join(filter(None, lines)) or None)  # as the language switch writes it
+        return out
 
     def on_memory(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)
         try:
             config = form.config_from(values)
         except ConfigError as e:
-            return memory_markdown(None, why_not=i18n.text("train.fix_first", lang, error=e.errors[0]), lang=lang)
-        return memory_line(config, lang)
+            return {memory: memory_markdown(None, why_not=i18n.text("train.fix_first", lang, error=e.errors[0]),
+                                            lang=lang)} | field_hints(None, lang)
+        return {memory: memory_line(config, lang)} | field_hints(config, lang)
 
     def on_cli(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)
@@ -533,7 +540,8 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     # every setting counts for memory. A new dataset or mode (and the data settings) may pre-fill the reward
     # sources (an RL mode's from the dataset): the estimate follows the preview that fills them, never runs beside
     # it, or it reads the sources before them ("add at least one source" next to the one just shown)
-    memory_io = dict(inputs=form_values, outputs=memory)
+    # the estimate first: a hidden-progress event tracks its first output only (app/main.py)
+    memory_io = dict(inputs=form_values, outputs=[memory, *(c[p] for p in SUGGESTED_PATHS)])
     previewed.then(on_memory, **memory_io, show_progress="hidden")
     via_preview = {c["dataset"], c["mode"], *data_inputs}
     gr.on([c["model"].change, *forms.edit_events([x for x in form.inputs if x not in via_preview])], on_memory,

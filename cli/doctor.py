@@ -13,6 +13,22 @@ def add_parsers(sub, common) -> None:
     dr.set_defaults(func=cmd_doctor)
 
 
+def _words(key: str, lang: str, **values) -> str:
+    """`key`'s words from the UI's catalogues (locales/), read without app.i18n, which would load Gradio."""
+    from backend.core import locales
+
+    english = locales.catalogue("en")["ui"][key]
+    entry = locales.catalogue("zh")["ui"].get(key) if lang == "zh" else None
+    return (entry["text"] if entry else english).format(**values)
+
+
+def _status_word(status: str, lang: str) -> str:
+    try:
+        return _words(f"status.{status}", lang)
+    except KeyError:  # a status the catalogue does not know: as stored
+        return status
+
+
 def cmd_doctor(args) -> int:
     from backend.doctor import diagnose_run, fix_text, report_lines, status_words, stored_diagnoses
     from backend.runs.jobs import reconcile
@@ -30,17 +46,20 @@ def cmd_doctor(args) -> int:
         print_json({"run_id": run.id, "status": run.status, "verdict": run.verdict, "stalled": run.stalled,
                     "diagnoses": [d.to_dict() for d in found]})
         return 0
-    print(f"run {run.id} ({run.name}, {run.mode}): {status_words(run)}, step {run.step}/{run.total_steps or '?'}")
+    lang = args.lang
+    progress = _words("status.steps", lang, step=run.step, total=run.total_steps or "?")
+    print(f"run {run.id} ({run.name}, {run.mode}): {status_words(run, lang, _status_word)}, {progress}")
     if not found:
-        print("no problems found" + (" so far" if run.active else ""))
+        print(_words("doctor.none_yet" if run.active else "doctor.none_found", lang))
         return 0
-    for d, line in zip(found, report_lines(found, args.lang)):
+    for d, line in zip(found, report_lines(found, lang)):
         print(f"  {line}")
         if d.evidence.get("metric"):
             steps = d.evidence.get("steps") or []
-            where = f" steps {steps[0]}-{steps[-1]}" if len(steps) == 2 else ""
-            print(f"      evidence: {d.evidence['metric']}{where}" + (
-                f", values {d.evidence['values']}" if d.evidence.get("values") else ""))
+            where = _words("doctor.evidence_steps", lang, first=steps[0], last=steps[-1]) if len(steps) == 2 else ""
+            values = _words("doctor.evidence_values", lang, values=d.evidence["values"]) \
+                if d.evidence.get("values") else ""
+            print(f"      {_words('doctor.evidence', lang, metric=d.evidence['metric'])}{where}{values}")
         if d.fix:
-            print(f"      fix: --set {fix_text(d.fix).replace(' ', ' --set ')}")
+            print(f"      {_words('doctor.fix_line', lang, args=fix_text(d.fix).replace(' ', ' --set '))}")
     return 0

@@ -1,6 +1,7 @@
 """Settings the data contradicts, read before a run: reference answers longer than the completions may grow, rows
-longer than max_length (cut without a word), GRPO groups of 2 where the batch holds 4. Said under Start in the
-Train tab, by `launch.py train --dry-run` and at the top of the run log; never applied without the user."""
+longer than max_length (cut without a word), GRPO groups of 2 where the batch holds 4. Said under the setting's
+own field in the Train tab, by `launch.py train --dry-run` and at the top of the run log; never applied without the
+user."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,8 @@ from pathlib import Path
 from backend.doctor.checks import _round_up
 
 ROWS_READ = 500  # rows whose tokens are counted (the longest of a bigger set may be missed: advice, not a proof)
+# every setting a Suggestion may name: the Train tab shows each one's suggestion under its field, and clears it there
+SUGGESTED_PATHS = ("rl.max_completion_length", "rl.num_generations", "max_length")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ def suggestions(config, lengths: Lengths) -> list[Suggestion]:
                 break
         per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps * config.world_size
         if spec.groups_completions and rl.num_generations < 4 and per_step >= 4 and per_step % 4 == 0:
-            out.append(Suggestion("rl.num_generations", 4, "num_generations", {"current": rl.num_generations}))
+            out.append(Suggestion("rl.num_generations", 4, "num_generations",
+                                  {"current": rl.num_generations, "batch": per_step}))
         return out
     cut = sum(1 for n in lengths.rows if n > config.max_length)
     if cut:

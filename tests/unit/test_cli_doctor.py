@@ -75,6 +75,16 @@ def store(tmp_path):
 
 # ---- doctor ----
 
+# the doctor's own words around the diagnoses, per language
+HEAD = {"en": "{status}, step {step}/{total}", "zh": "{status}, 第 {step}/{total} 步"}
+STATUS = {"en": {"running": "running", "failed": "failed"}, "zh": {"running": "运行中", "failed": "失败"}}
+EVIDENCE = {"en": "evidence: {metric} steps 1-4, values {values}", "zh": "证据：{metric}（第 1-4 步），取值 {values}"}
+FIX = {"en": "fix: --set {fix}", "zh": "修复：--set {fix}"}
+
+
+def head(lang, status, step, total):
+    return HEAD[lang].format(status=STATUS[lang][status], step=step, total=total)
+
 @pytest.mark.parametrize("lang, words", [
     ("en", ["[cannot learn] 100% of prompt groups got the same reward for every completion",
             "[cannot learn] 100% of completions were cut at rl.max_completion_length=8 before they ended",
@@ -90,16 +100,16 @@ def test_doctor_names_flat_groups_and_cut_answers_with_their_evidence_and_fix(st
     code, out, err = cli(capsys, store, "doctor", run.id, "--lang", lang)
     assert code == 0 and err == "", err
     lines = out.splitlines()
-    assert lines[0] == f"run {run.id} ({run.name}, grpo): running, step {FLAT_STEPS}/10"
+    assert lines[0] == f"run {run.id} ({run.name}, grpo): {head(lang, 'running', FLAT_STEPS, 10)}"
     for w in words:
         assert w in out, out
     flat = next(i for i, line in enumerate(lines) if words[0] in line)
     values = "[[1, 1.0], [2, 1.0], [3, 1.0], [4, 1.0]]"
-    assert lines[flat + 1].strip() == f"evidence: frac_reward_zero_std steps 1-4, values {values}"
-    assert lines[flat + 2].strip() == "fix: --set rl.max_completion_length=32"  # 3 × 8, in 32s
+    assert lines[flat + 1].strip() == EVIDENCE[lang].format(metric="frac_reward_zero_std", values=values)
+    assert lines[flat + 2].strip() == FIX[lang].format(fix="rl.max_completion_length=32")  # 3 × 8, in 32s
     cut = next(i for i, line in enumerate(lines) if words[1] in line)
-    assert lines[cut + 1].strip() == f"evidence: completions/clipped_ratio steps 1-4, values {values}"
-    assert lines[cut + 2].strip() == "fix: --set rl.max_completion_length=32"
+    assert lines[cut + 1].strip() == EVIDENCE[lang].format(metric="completions/clipped_ratio", values=values)
+    assert lines[cut + 2].strip() == FIX[lang].format(fix="rl.max_completion_length=32")
 
 
 @pytest.mark.parametrize("lang, what", [("en", "[cannot learn] loss became NaN / infinite at step 3 (2 of 4 logged "
@@ -114,10 +124,10 @@ def test_doctor_names_a_loss_gone_nan_with_the_steps_and_a_lower_learning_rate(s
     store.finish_run(run.id, "failed")  # ended without the worker's final diagnoses: read from its metrics now
     code, out, _ = cli(capsys, store, "doctor", run.id, "--lang", lang)
     lines = out.splitlines()
-    assert code == 0 and lines[0] == f"run {run.id} (nan, sft): failed, step 4/4"
+    assert code == 0 and lines[0] == f"run {run.id} (nan, sft): {head(lang, 'failed', 4, 4)}"
     assert lines[1] == f"  {what}", out
-    assert lines[2].strip() == "evidence: loss steps 1-4, values [[1, 2.0], [2, 1.8], [3, None], [4, None]]"
-    assert lines[3].strip().startswith("fix: --set learning_rate=0.0005")
+    assert lines[2].strip() == EVIDENCE[lang].format(metric="loss", values="[[1, 2.0], [2, 1.8], [3, None], [4, None]]")
+    assert lines[3].strip().startswith(FIX[lang].format(fix="learning_rate=0.0005"))
 
 
 def test_doctor_of_an_unknown_run_is_one_clear_line_and_exit_2(store, capsys):
