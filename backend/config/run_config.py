@@ -13,6 +13,9 @@ from backend.core.mode_registry import (ALL_MODES, EVAL_MODES, GENERATING_EVAL_M
                                         ModeSpec, mode_spec)
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList, gates  # pydantic only, no torch
+from backend.tools.spec import ToolList, check_names  # pydantic only
+
+TOOL_MODES = ("grpo",)  # TRL 1.16's tool loop: GRPOTrainer only
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_DATASET = "demo-sft-instructions"
@@ -172,6 +175,15 @@ class RunConfig(_Section):
                     "them: they only score the answers generated at evaluation (eval.generate).",
         json_schema_extra=_meta("basic", modes=[*RL_MODES, *GENERATING_EVAL_MODES], trainer=False))
 
+    tools: ToolList = Field(
+        default_factory=list, title="Tools",
+        description="Tools the policy may call while it answers (GRPO: TRL's tool loop; the reward judges the whole "
+                    "exchange): a calculator, a Python sandbox, a search over documents in the workspace, or your "
+                    "own function from a .py file. YAML: [{type: calculator}, {type: search, params: {folder: "
+                    "docs}}]. The chat template must carry tool calls (data.chat_template: chatml-tools for "
+                    "ChatML models without one).",
+        json_schema_extra=_meta("basic", modes=list(TOOL_MODES), trainer=False))
+
     @property
     def spec(self) -> ModeSpec:
         """The run's mode as the registry defines it."""
@@ -265,6 +277,11 @@ class RunConfig(_Section):
         self._check_eval()
         self._check_auto_resume()
         gates(self.reward_sources)  # here, not on the list: the message names the row, not the whole list
+        if self.tools and self.mode not in TOOL_MODES:
+            raise ValueError(f"tools: {self.mode.upper()} runs call no tools (TRL's tool loop is GRPO's); use mode: "
+                             "grpo, or remove them")
+        if problems := check_names(self.tools):
+            raise ValueError(problems[0])
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "

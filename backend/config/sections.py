@@ -274,6 +274,11 @@ class RLSettings(_Section):
                     "reward spread). stop: a run whose every group has zero reward spread stops at once; warn: "
                     "it only warns; off: no probe.",
         json_schema_extra=_meta("advanced", trainer=False))
+    max_tool_calling_iterations: int = Field(
+        4, ge=1, le=100, title="Tool-calling turns",
+        description="With tools: at most this many rounds of tool calls and results before the policy's final "
+                    "answer; every round's tokens count toward the max completion length.",
+        json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("max_tool_calling_iterations",)))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 
+DESCRIBE = "describe"  # the request for the function's tool schema instead of a call
 START_TIMEOUT_S = 120.0  # loading the file: its imports (numpy, a tokenizer) may take a while on a loaded machine
 
 
@@ -91,8 +92,8 @@ class UserFunction:
     """`function` of the .py file `path`, called in a child process. `label` names it in every message, e.g.
     "reward source 'x' (r.py:reward)"."""
 
-    def __init__(self, path: Path, function: str, label: str):
-        self.path, self.function, self.label = Path(path), function, label
+    def __init__(self, path: Path, function: str, label: str, doing: str = "scoring"):
+        self.path, self.function, self.label, self.doing = Path(path), function, label, doing
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._finalizer = None
@@ -148,7 +149,7 @@ class UserFunction:
         except (OSError, EOFError) as e:
             self.close()
             raise UserCodeError(f"{self.label}: its process ended before the call") from e
-        reply = self._receive(timeout_s, "scoring")
+        reply = self._receive(timeout_s, self.doing)
         kind = reply[0]
         if kind == "raised":
             raise UserCodeError(f"{self.label} raised {reply[1]}")
@@ -158,6 +159,21 @@ class UserFunction:
         for name, args in calls:
             hooks[name](*args)
         return result
+
+    def describe(self, timeout_s: float = START_TIMEOUT_S) -> dict:
+        """The function's JSON schema as a chat template shows a tool (transformers' get_json_schema, read in the
+        child: its signature and docstring); UserCodeError saying what is missing, with the function's line."""
+        if self._proc is None:
+            self._start()
+        try:
+            self._conn.send(DESCRIBE)
+        except (OSError, EOFError) as e:
+            self.close()
+            raise UserCodeError(f"{self.label}: its process ended before it was described") from e
+        reply = self._receive(timeout_s, "reading its signature")
+        if reply[0] != "ok":
+            raise UserCodeError(f"{self.label}: {reply[1]}")
+        return reply[1]
 
     def close(self) -> None:
         if self._finalizer is not None:
@@ -198,9 +214,13 @@ def _serve(fd: int) -> None:
     conn.send(("ready", None))
     while True:
         try:
-            kwargs, hook_names = conn.recv()
+            request = conn.recv()
         except (EOFError, OSError):
             return
+        if request == DESCRIBE:
+            conn.send(_describe(fn, Path(path)))
+            continue
+        kwargs, hook_names = request
         calls: list = []
         for name in hook_names:
             kwargs[name] = (lambda n: lambda *args: calls.append((n, args)))(name)
@@ -218,6 +238,16 @@ def _serve(fd: int) -> None:
             conn.send(("ok", out, calls))
         except Exception:  # noqa: BLE001 - e.g. a generator, a lock
             conn.send(("unsendable", type(out).__name__))
+
+
+def _describe(fn, path: Path) -> tuple:
+    try:
+        from transformers.utils import get_json_schema
+
+        return "ok", get_json_schema(fn), []
+    except Exception as e:  # noqa: BLE001 - a missing type hint or argument description, said with the line
+        line = getattr(getattr(fn, "__code__", None), "co_firstlineno", None)
+        return "raised", f"{e}" + (f" ({path.name}, line {line})" if line else "")
 
 
 async def _wait(awaitable):

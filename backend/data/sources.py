@@ -35,6 +35,9 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-arithmetic": DATA_DIR / "arithmetic.jsonl",  # grpo: a + b (0..20), number only
     "demo-arithmetic-eval": DATA_DIR / "arithmetic_eval.jsonl",  # its 32 held-out sums, never trained on
     "demo-number-format": DATA_DIR / "number_format.jsonl",  # sft: differences and products, the number alone
+    "demo-calculator": DATA_DIR / "calculator.jsonl",  # grpo with tools: three-digit products
+    "demo-calculator-eval": DATA_DIR / "calculator_eval.jsonl",  # its 64 held-out products
+    "demo-calculator-sft": DATA_DIR / "calculator_sft.jsonl",  # sft: calculator calls demonstrated
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 

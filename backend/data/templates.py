@@ -20,8 +20,33 @@ MODEL_TEMPLATE = "model"  # the model's own
 _CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
            "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
+# ChatML that carries tools: their JSON schemas in the system turn, each call as <tool_call>{json}</tool_call> in
+# the assistant's turn (the format TRL's Qwen3 response parser reads back), each result as a `tool` turn. Every
+# turn renders the same whatever follows it (prefix-preserving), as TRL's multi-turn training needs.
+_CHATML_TOOLS = (
+    "{%- if tools %}{{ '<|im_start|>system\\n' }}{% if messages[0]['role'] == 'system' %}"
+    "{{ messages[0]['content'] + '\\n\\n' }}{% endif %}"
+    "{{ 'You can call these tools. To call one, write <tool_call>{\"name\": the tool, \"arguments\": {...}}"
+    "</tool_call> and wait for its result.\\n<tools>\\n' }}"
+    "{% for tool in tools %}{{ (tool.function if tool.function is defined else tool) | tojson }}{{ '\\n' }}"
+    "{% endfor %}{{ '</tools><|im_end|>\\n' }}"
+    "{%- elif messages[0]['role'] == 'system' %}{{ '<|im_start|>system\\n' + messages[0]['content'] + "
+    "'<|im_end|>\\n' }}{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'system' and loop.first %}"
+    "{%- elif message['role'] == 'assistant' %}{{ '<|im_start|>assistant\\n' }}"
+    "{%- if message['content'] %}{{ message['content'] }}{% endif %}"
+    "{%- for call in message['tool_calls'] or [] %}{% set f = call.function if call.function is defined else call %}"
+    "{{ '<tool_call>\\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
+    "{%- if f.arguments is string %}{{ f.arguments }}{% else %}{{ f.arguments | tojson }}{% endif %}"
+    "{{ '}\\n</tool_call>' }}{%- endfor %}{{ '<|im_end|>\\n' }}"
+    "{%- else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
 CHAT_TEMPLATES: dict[str, str] = {
     "chatml": _CHATML,
+    "chatml-tools": _CHATML_TOOLS,
     # Qwen2.5's own default system message when a conversation brings none
     "qwen": ("{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant."
              "<|im_end|>\\n' }}{% endif %}" + _CHATML),
@@ -47,7 +72,8 @@ TEMPLATE_NAMES = (MODEL_TEMPLATE, *CHAT_TEMPLATES)
 
 # the tokens a family template writes that must each be one token of the model's vocabulary: read as several text
 # pieces, the model would never learn where a turn ends (mistral's [INST] is plain text in its own vocabulary)
-_MARKERS = {"chatml": ("<|im_start|>", "<|im_end|>"), "qwen": ("<|im_start|>", "<|im_end|>"),
+_MARKERS = {"chatml": ("<|im_start|>", "<|im_end|>"), "chatml-tools": ("<|im_start|>", "<|im_end|>"),
+            "qwen": ("<|im_start|>", "<|im_end|>"),
             "llama-3": ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
             "gemma": ("<start_of_turn>", "<end_of_turn>")}
 
@@ -134,3 +160,37 @@ def chat_template_problem(config: RunConfig, tokenizer_folder: Path | None, info
     return (f"the model {spec}: its tokenizer has no chat template, and the {info.name} rows are conversations, "
             "which become text through one; set data.chat_template to plain (role: text lines, any tokenizer) or "
             f"to the template of the model's family ({families}), or give plain-text rows")
+
+
+TOOLS_TEMPLATE = "chatml-tools"
+
+
+def use_tool_parser(tokenizer, template_name: str) -> None:
+    """How tool calls are read back from what the model writes: the workbench's chatml-tools through TRL's Qwen3
+    parser (the same <tool_call> JSON), a model's own template through TRL's table of the ones it knows
+    (ValueError for another)."""
+    from trl.chat_template_utils import add_response_schema, qwen3_template
+
+    if template_name == TOOLS_TEMPLATE:
+        tokenizer.response_template = qwen3_template
+    elif getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        add_response_schema(tokenizer)
+
+
+def tool_template_problem(tokenizer, template_name: str, model: str) -> str | None:
+    """Why the run's chat template cannot carry tools (render the calls and results, and have them read back from
+    the model's answers), or None."""
+    from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
+
+    fix = (f"set data.chat_template: {TOOLS_TEMPLATE} (a ChatML model: <|im_start|> turns) or use a model whose "
+           "template calls tools (Qwen2.5 / Qwen3, Llama 3.1+)")
+    if getattr(tokenizer, "chat_template", None) is None or not supports_tool_calling(tokenizer):
+        which = f"data.chat_template {template_name}" if template_name != MODEL_TEMPLATE else f"{model}'s own template"
+        return f"{which} does not show tool calls and their results to the model; {fix}"
+    try:
+        use_tool_parser(tokenizer, template_name)
+    except ValueError:
+        return f"{model}'s own template shows tools, but TRL cannot read tool calls back from its answers; {fix}"
+    if template_name == TOOLS_TEMPLATE and not is_chat_template_prefix_preserving(tokenizer):
+        return f"{TOOLS_TEMPLATE} renders turns differently as the conversation goes on"  # a guard on our own template
+    return None

@@ -17,7 +17,14 @@ def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     reward_funcs, weights, callbacks = reward_functions(ctx)
     args = rl_args(ctx, weights)
     tokenizer = ctx.tokenizer()
+    tools = {}
+    if c.tools:  # TRL's tool loop: calls parsed from each answer, run, their results appended, generation goes on
+        from backend.data.templates import use_tool_parser
+        from backend.tools import build_tools
+
+        use_tool_parser(tokenizer, c.data.chat_template)
+        tools = {"tools": build_tools(c.tools, ctx.store.workspace)}
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     trainer_cls = timed(fast_generation(GRPOTrainer, c, ctx.is_main))
     return trainer_cls(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,
-                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks)
+                       processing_class=tokenizer, peft_config=lora_config(c), callbacks=callbacks, **tools)

@@ -4,19 +4,24 @@ how each source scored it.
 
 TRL calls every reward function in turn on the same batch of prompts and completions. Each function is
 wrapped so its scores are also handed to a SampleRecorder; once every source has scored the batch, the
-recorder writes a few rows (prompt, completion, score per source, weighted total) at logging steps.
+recorder writes a few rows (prompt, completion, score per source, weighted total) at logging steps, and, for a
+run whose completions call tools, logs the batch's tool use (tools/* metrics) through TRL's `log_metric`.
 """
 from __future__ import annotations
 
+import json
 import math
 import traceback
 
 from trl.trainer.utils import is_async_callable
 
 from backend.modes.training import RunSink, TrainContext, trainer_args
+from backend.rewards.base import content_text
+from backend.rewards.trajectory import calls, has_tool_traffic, tool_metrics
 
 SAMPLES_PER_LOG = 8
 _PROMPT_CHARS = 2000
+_TOOL_CHARS = 500  # a tool result (or a call's arguments) in a sample: enough to see what came back
 
 
 def rl_args(ctx: TrainContext, reward_weights: list[float]):
@@ -47,9 +52,44 @@ def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:
     return recorder.wrap_all(funcs, weights), weights, callbacks
 
 
+def _cut(text: str, limit: int = _TOOL_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _call_text(call: dict) -> str:
+    """A tool call as `→ name(arg=value, ...)`; arguments may come as a dict or as JSON text."""
+    args = call.get("arguments")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    inner = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else \
+        ("" if args is None else str(args))
+    return f"→ {call.get('name')}({_cut(inner)})"
+
+
+def _trajectory_text(messages: list[dict]) -> str:
+    """A tool-calling completion turn by turn: assistant text, its calls (→), their results (←), the final answer
+    last, as the model wrote them."""
+    lines = []
+    for m in messages:
+        role = m.get("role")
+        if role == "tool":
+            lines.append(f"← {m.get('name') or 'tool'}: {_cut(content_text(m.get('content')).strip())}")
+            continue
+        if text := content_text(m.get("content")).strip():
+            lines.append(text if role in (None, "assistant") else f"{role}: {text}")
+        lines += [_call_text(c) for c in calls(m)]
+    return "\n".join(lines)
+
+
 def _text(value) -> str:
-    """A prompt or completion as display text: plain strings as they are, message lists as their contents."""
+    """A prompt or completion as display text: plain strings as they are, message lists as their contents (turn by
+    turn when tools were called)."""
     if isinstance(value, list):
+        if has_tool_traffic(value):
+            return _trajectory_text(value)
         if len(value) == 1 and isinstance(value[0], dict):
             return str(value[0].get("content") or "")
         return "\n".join(f"{m.get('role')}: {m.get('content') or ''}" if isinstance(m, dict) else str(m)
@@ -77,6 +117,7 @@ class SampleRecorder:
         self._batch: int | None = None  # id() of the completions list being scored
         self._scores: dict[str, list] = {}
         self._last_written: int | None = None
+        self._tools: set[str] | None = None  # tools called so far; None until a batch has tool traffic
 
     def wrap_all(self, funcs: list, weights: list[float]) -> list:
         """Each callable wrapped to report its scores. A model given as a reward function (an nn.Module) is
@@ -98,25 +139,27 @@ class SampleRecorder:
         if is_async_callable(func):
             async def scored(prompts, completions, **kwargs):
                 scores = await func(prompts=prompts, completions=completions, **kwargs)
-                self.record(name, prompts, completions, scores, kwargs.get("trainer_state"))
+                self.record(name, prompts, completions, scores, kwargs.get("trainer_state"), kwargs.get("log_metric"))
                 return scores
         else:
             def scored(prompts, completions, **kwargs):
                 scores = func(prompts=prompts, completions=completions, **kwargs)
-                self.record(name, prompts, completions, scores, kwargs.get("trainer_state"))
+                self.record(name, prompts, completions, scores, kwargs.get("trainer_state"), kwargs.get("log_metric"))
                 return scores
         scored.__name__ = scored.__qualname__ = name  # TRL names the rewards/<name>/mean metric after it
         return scored
 
-    def record(self, name: str, prompts, completions, scores, trainer_state) -> None:
-        if not self.is_main:
-            return
+    def record(self, name: str, prompts, completions, scores, trainer_state, log_metric=None) -> None:
         if id(completions) != self._batch:
             self._batch, self._scores = id(completions), {}
         self._scores[name] = list(scores)
         if len(self._scores) < len(self.names):
             return
         scored, self._batch, self._scores = self._scores, None, {}
+        if log_metric is not None:  # every process: TRL averages the metrics over them
+            self._log_tools(completions, log_metric)
+        if not self.is_main:
+            return
         # TRL calls the reward functions before the optimizer step that logs: that step is global_step + 1
         step = (trainer_state.global_step if trainer_state is not None else 0) + 1
         if self._last_written is not None and step // self.every <= self._last_written // self.every:
@@ -125,6 +168,19 @@ class SampleRecorder:
         try:
             self.store.add_samples(self.run_id, step, self._rows(prompts, completions, scored))
         except Exception:  # samples are a view of training, never a reason to stop it
+            traceback.print_exc()
+
+    def _log_tools(self, completions, log_metric) -> None:
+        """The batch's tool use as tools/* metrics, once a batch has called a tool (plain runs log none); later
+        batches log too, so a policy that stops calling tools shows 0 rather than nothing."""
+        if self._tools is None:
+            if not any(has_tool_traffic(c) for c in completions):
+                return
+            self._tools = set()
+        try:
+            for metric, value in tool_metrics(completions, self._tools).items():
+                log_metric(metric, value)
+        except Exception:  # metrics are a view of training, never a reason to stop it
             traceback.print_exc()
 
     def _rows(self, prompts, completions, scored: dict[str, list]) -> list[dict]:

@@ -33,6 +33,9 @@ _IMPLEMENTATIONS = {
     "embedding_similarity": ("backend.rewards.embedding", "EmbeddingSimilarityReward"),
     "diversity": ("backend.rewards.diversity", "DiversityReward"),
     "python": ("backend.rewards.custom", "PythonReward"),
+    "tool_used": ("backend.rewards.trajectory", "ToolUsedReward"),
+    "tool_calls": ("backend.rewards.trajectory", "ToolCallsReward"),
+    "tool_errors": ("backend.rewards.trajectory", "ToolErrorsReward"),
 }
 _COLUMN_KINDS = ("exact_match", "numeric_match", "embedding_similarity")
 ANSWER_COLUMNS = ("answer", "final_answer")  # what a numeric_match suggestion reads, first found

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
-                "embedding_similarity", "diversity", "python")
+                "embedding_similarity", "diversity", "python", "tool_used", "tool_calls", "tool_errors")
 # Kinds that score harm as a negative penalty: as a cost (role: cost) their cost is −score, so a cost is always
 # "how much of the unwanted thing", ≥ 0 for the built-in kinds. Every other kind's score is its cost as it is.
 PENALTY_KINDS = ("blocklist", "repetition")
@@ -34,6 +34,12 @@ KIND_DESCRIPTIONS = {
                  "(embedding, all-MiniLM-L6-v2, offline).",
     "python": "Your own function `f(prompts, completions, **columns) -> list[float]` from a .py file in the "
               "workspace.",
+    "tool_used": "1 if the completion calls the tool (any tool when none is named) at least once, else 0 (runs "
+                 "with tools; 0 without).",
+    "tool_calls": "The number of tool calls in the completion (of one tool, or of all): as a cost with a budget, "
+                  "a limit on the mean calls per completion.",
+    "tool_errors": "The number of tool calls answered with an error (an unknown tool, bad arguments, a tool that "
+                   "failed): as a cost with a budget, a limit on the mean errors per completion.",
 }
 
 
@@ -193,6 +199,15 @@ class PythonParams(_Params):
                     "missing (None) and the run goes on.")
 
 
+class ToolParams(_Params):
+    """tool_used, tool_calls and tool_errors: which tool they count."""
+
+    # the pattern of a tool's name in backend/tools/spec.py, or empty
+    tool: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,63})?$", title="Tool",
+                      description="The name the model calls the tool by (its name in the run config's tools); "
+                                  "empty: any tool.")
+
+
 PARAM_MODELS: dict[str, type[_Params]] = {
     "length": LengthParams,
     "regex": RegexParams,
@@ -204,6 +219,9 @@ PARAM_MODELS: dict[str, type[_Params]] = {
     "embedding_similarity": EmbeddingSimilarityParams,
     "diversity": DiversityParams,
     "python": PythonParams,
+    "tool_used": ToolParams,
+    "tool_calls": ToolParams,
+    "tool_errors": ToolParams,
 }
 
 # A ready-to-edit source of each kind (the UI's "add" button, docs).
@@ -218,6 +236,9 @@ EXAMPLES: dict[str, dict] = {
     "embedding_similarity": {"column": "answer"},
     "diversity": {"method": "distinct_n", "n": 2},
     "python": {"file": "rewards.py", "function": "reward"},
+    "tool_used": {"tool": "calculator"},
+    "tool_calls": {"tool": ""},
+    "tool_errors": {"tool": ""},
 }
 
 

@@ -19,6 +19,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def tools_problems(config: RunConfig, tokenizer_source, workspace: Path) -> list[str]:
+    """The run's tools made and tried (a dry call each), and its chat template able to carry them."""
+    from backend.data.templates import template_text, tool_template_problem
+    from backend.models import load_tokenizer
+    from backend.tools import validate_tools
+
+    errors = validate_tools(config.tools, workspace)
+    try:
+        tokenizer = load_tokenizer(tokenizer_source, chat_template=template_text(config.data.chat_template))
+    except Exception as e:  # noqa: BLE001 - the model's own check says why it cannot be loaded
+        return errors + [f"tools: the tokenizer could not be read to check its chat template ({e})"]
+    if why := tool_template_problem(tokenizer, config.data.chat_template, config.model):
+        errors.append(f"data.chat_template: {why}")
+    return errors
+
+
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
@@ -46,6 +62,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             errors.append(f"lora.target_modules: {why}")
         if why := template_problem(config.data.chat_template, tokenizer_folder):
             errors.append(f"data.chat_template: {why}")
+        elif config.tools:
+            errors += tools_problems(config, tokenizer_folder or model, workspace)
     try:
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
                                         options=DataOptions.of(config))

@@ -303,6 +303,40 @@ def number_format_rows(seed=0) -> list:
     return rows
 
 
+CALCULATOR = "What is {a} × {b}? Reply with the number only."
+
+
+def calculator_rows(seed=0) -> tuple[list, list, list]:
+    """(512 GRPO prompts, 64 held-out prompts, 256 SFT demonstrations): products of two three-digit numbers, each
+    pair in one set only. A demonstration calls the calculator with the product, reads its result and answers
+    with the number alone; the tools column is the calculator's schema as a run shows it."""
+    import sys
+
+    sys.path.insert(0, str(HERE.parents[1]))
+    from backend.tools import build_tools, tool_schemas
+
+    schema = json.dumps(tool_schemas(build_tools([{"type": "calculator"}], HERE))[0])
+    rng, pairs = random.Random(seed), set()
+    while len(pairs) < 512 + 64 + 256:
+        pairs.add((rng.randint(100, 999), rng.randint(100, 999)))
+    pairs = sorted(pairs)
+    rng.shuffle(pairs)
+
+    def prompt(a, b):
+        return {"prompt": _user(CALCULATOR.format(a=a, b=b)), "answer": str(a * b)}
+
+    def demonstration(a, b):
+        call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}}
+        return {"messages": [*_user(CALCULATOR.format(a=a, b=b)),
+                             {"role": "assistant", "content": "", "tool_calls": [call]},
+                             {"role": "tool", "name": "calculator", "content": str(a * b)},
+                             {"role": "assistant", "content": str(a * b)}],
+                "tools": f"[{schema}]"}  # JSON text: one column type for any schema (TRL reads it so)
+
+    train, held_out, shown = pairs[:512], pairs[512:576], pairs[576:]
+    return [prompt(*p) for p in train], [prompt(*p) for p in held_out], [demonstration(*p) for p in shown]
+
+
 # Safe dialogue: half the prompts bait a rude answer (an insult to answer, a rant, a comment to reply to), so the
 # embedded model sometimes repeats or adds a blocked word (measured: roughly one completion in seven at
 # temperature 1); the other half are open everyday requests with many good answers, where diversity pays.
@@ -357,3 +391,7 @@ if __name__ == "__main__":
     write_jsonl("arithmetic.jsonl", train)
     write_jsonl("arithmetic_eval.jsonl", held_out)
     write_jsonl("number_format.jsonl", number_format_rows())
+    calculator, calculator_eval, calculator_sft = calculator_rows()
+    write_jsonl("calculator.jsonl", calculator)
+    write_jsonl("calculator_eval.jsonl", calculator_eval)
+    write_jsonl("calculator_sft.jsonl", calculator_sft)

@@ -87,7 +87,7 @@ def test_test_modules_have_names_of_their_own():
 LAYERS = (
     ("backend.core", "backend.hub", "backend.reporting"),
     ("backend.models", "backend.metrics_plot"),
-    ("backend.rewards", "backend.ppo", "backend.serving", "backend.gguf_export"),
+    ("backend.rewards", "backend.tools", "backend.ppo", "backend.serving", "backend.gguf_export"),
     ("backend.data", "backend.config"),
     ("backend.modes", "backend.playground"),
     ("backend.doctor",),

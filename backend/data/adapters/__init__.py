@@ -134,4 +134,5 @@ def conform(ds: datasets.Dataset, mode: str, source: str) -> tuple[datasets.Data
         passed = [c for c in PASSED_COLUMNS if c in ds.column_names and c in adapter.consumed]
         return ds, replace(info, adapter="; ".join(notes), passed=passed)
     ds, note = _mixed_kinds(ds, info, source)
-    return ds, replace(info, adapter=note)
+    # a native format's tools column too (tool-calling conversations: the schemas the template shows)
+    return ds, replace(info, adapter=note, passed=[c for c in PASSED_COLUMNS if c in ds.column_names])

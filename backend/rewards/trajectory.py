@@ -1,0 +1,102 @@
+"""Trajectory sources: what a completion did with its tools, read from the whole message list.
+
+With tools, TRL 1.16's GRPOTrainer hands each reward function a completion as a list of messages: assistant turns
+(a call is in `tool_calls`: [{"type": "function", "function": {"name", "arguments"}}]), then {"role": "tool",
+"name", "content"} results, then more assistant turns. A call that failed is answered with str({"error": ...}).
+A plain-text completion made no calls: 0 for every kind. Plain Python, microseconds per completion.
+"""
+from __future__ import annotations
+
+from backend.rewards.base import RewardFunction, is_conversation
+
+# How TRL writes a failed call's result (str of a dict); the JSON spelling too, for other loops.
+_ERROR_PREFIXES = ("{'error'", '{"error"')
+
+
+def messages(completion) -> list[dict]:
+    """The messages of a completion: a message list as it is, one message as a list, anything else (text) none."""
+    if isinstance(completion, dict):
+        return [completion]
+    return completion if is_conversation(completion) else []
+
+
+def calls(completion) -> list[dict]:
+    """Every tool call of a completion, in order, as its `function` part: {"name": ..., "arguments": ...}."""
+    found = []
+    for m in messages(completion):
+        for call in m.get("tool_calls") or ():
+            if isinstance(call, dict):
+                found.append(call.get("function") if isinstance(call.get("function"), dict) else call)
+    return found
+
+
+def results(completion) -> list[dict]:
+    """The tool messages (results) of a completion."""
+    return [m for m in messages(completion) if m.get("role") == "tool"]
+
+
+def is_error(result: dict) -> bool:
+    """Whether a tool message reports a failed call."""
+    content = result.get("content")
+    if isinstance(content, dict):
+        return "error" in content
+    return isinstance(content, str) and content.lstrip().startswith(_ERROR_PREFIXES)
+
+
+def has_tool_traffic(completion) -> bool:
+    return bool(calls(completion) or results(completion))
+
+
+def assistant_turns(completion) -> int:
+    """Assistant messages of a message list; a plain-text completion is one turn."""
+    if not isinstance(completion, (list, dict)):
+        return 1
+    return sum(1 for m in messages(completion) if m.get("role", "assistant") == "assistant")
+
+
+def tool_metrics(completions: list, seen: set[str] | None = None) -> dict[str, float]:
+    """A batch's tool use: calls and assistant turns per completion (mean), errors / calls (0 without calls), and
+    per tool the share of completions calling it. `seen` (updated) names tools met in earlier batches, so a tool
+    no completion of this batch called logs 0 instead of nothing and its share is not overstated."""
+    n = len(completions)
+    if not n:
+        return {}
+    made = [calls(c) for c in completions]
+    names = [{call.get("name") for call in cs} - {None} for cs in made]
+    n_calls = sum(map(len, made))
+    n_errors = sum(is_error(r) for c in completions for r in results(c))
+    seen = set() if seen is None else seen
+    seen.update(*names)
+    out = {"tools/calls_per_episode": n_calls / n,
+           "tools/error_rate": n_errors / n_calls if n_calls else 0.0,
+           "tools/turns_per_episode": sum(assistant_turns(c) for c in completions) / n}
+    for tool in sorted(seen):
+        out[f"tools/episodes_using/{tool}"] = sum(tool in used for used in names) / n
+    return out
+
+
+class _ToolReward(RewardFunction):
+    def named(self, name) -> bool:
+        return not self.params.tool or name == self.params.tool
+
+
+class ToolUsedReward(_ToolReward):
+    """1 if the completion calls the tool (any tool when `tool` is empty) at least once, else 0."""
+
+    def score(self, prompts, completions, **kwargs):
+        return [float(any(self.named(c.get("name")) for c in calls(completion))) for completion in completions]
+
+
+class ToolCallsReward(_ToolReward):
+    """The number of calls to the tool (or to any): ≥ 0, so as a cost it is the count itself."""
+
+    def score(self, prompts, completions, **kwargs):
+        return [float(sum(self.named(c.get("name")) for c in calls(completion))) for completion in completions]
+
+
+class ToolErrorsReward(_ToolReward):
+    """The number of the tool's (or any tool's) results that report an error: ≥ 0, a cost as it is."""
+
+    def score(self, prompts, completions, **kwargs):
+        return [float(sum(self.named(r.get("name")) and is_error(r) for r in results(completion)))
+                for completion in completions]
