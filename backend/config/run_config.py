@@ -131,7 +131,8 @@ class RunConfig(_Section):
         "warn", title="When the worker stalls",
         description="A worker that makes no progress (no step for 10× its own step time, at least 2 minutes, or a "
                     "frozen process: no heartbeat of its own for 30 s) is marked stalled. warn: only mark it; stop: "
-                    "end the run (failed, saying why); restart: end the worker and resume from the last checkpoint.",
+                    "end the run (failed, saying why); restart: end the worker and resume from the last checkpoint "
+                    "(from the start when none is saved yet).",
         json_schema_extra=_meta("advanced", trainer=False))
     stop_grace_s: int = Field(
         60, ge=5, le=3600, title="Stop grace period (s)",

@@ -3,7 +3,11 @@ supervisor (which lives beside it) on every beat.
 
 Progress, not a heartbeat thread, is what counts: a worker stuck in a reward function still beats from its
 heartbeat thread, so no step for STALL_STEPS × its own measured step time (at least STALL_FLOOR_S) stalls it; a
-frozen process (SIGSTOP, swapped out) stops even its heartbeat, which is seen after WORKER_STALE_S.
+frozen process (SIGSTOP, swapped out) stops even its heartbeat, which is seen after WORKER_STALE_S (a step as
+recent overrules it). Before the first step the beat is all there is: a loading worker that beats is alive.
+
+A requested stop is not judged by liveness: it is a deadline on the request itself, forced stop_grace_s after it
+whatever its steps or beat show: a stop always stops.
 """
 from __future__ import annotations
 
@@ -31,7 +35,9 @@ def stall_reason(run, now: float) -> str | None:
     """Why a running run's worker is stalled now, with the numbers; None while it progresses."""
     if run.status != "running" or not run.worker_pid:
         return None
-    if run.worker_beat_at and now - run.worker_beat_at > WORKER_STALE_S:
+    # the beat speaks only where progress cannot: a step that recent proves the process is not frozen
+    if run.worker_beat_at and now - run.worker_beat_at > WORKER_STALE_S and not (
+            run.step_at and now - run.step_at <= WORKER_STALE_S):
         return (f"no heartbeat from the worker (pid {run.worker_pid}) for {now - run.worker_beat_at:.0f} s: the "
                 "process is frozen (stopped, or starved of memory)")
     if not run.train_started_at:

@@ -94,9 +94,10 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 if rc < 0 and (left := processes_of("backend.runs.worker", run_id, str(store.workspace))):
                     kill_groups(left, wait_s=5)  # the launcher was killed: torchrun's ranks outlive it
                 _record_death(store, run, rc, launcher_pid=None if forked else proc.pid, oom_kills=kills)
+                restarting = watch.restarting
                 step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
                                              server_alive=server is None or server.exit_code() is None,
-                                             limit=watch.restart_limit(run.config))
+                                             limit=watch.restart_limit(run.config), from_scratch=restarting)
                 if why:
                     say(why)
                 if step is None:
@@ -232,11 +233,14 @@ def resuming_itself(run: Run) -> bool:
 
 
 def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | None,
-                     server_alive: bool = True, limit: int | None = None) -> tuple[int | None, str]:
+                     server_alive: bool = True, limit: int | None = None,
+                     from_scratch: bool = False) -> tuple[int | None, str]:
     """Whether the supervisor resumes a run whose attempt has just ended (auto_resume): (the checkpoint step to
     resume from, or None; the run log line saying so, or ""). Only a failure is resumed: never a stop, nor a
     worker that exited with EXIT_REPEATS (refused settings or data, a full disk: it would fail the same way).
-    `limit`: resumes allowed in all (default auto_resume; a stalled worker restarted counts against its own)."""
+    `limit`: resumes allowed in all (default auto_resume; a stalled worker restarted counts against its own).
+    `from_scratch`: with no checkpoint yet, start again at step 0 (stall_action restart: the run was ended by its
+    supervisor, not by a failure a new attempt would meet again)."""
     limit = ended.config.auto_resume if limit is None else limit
     if not limit or ended.status != "failed" or ended.stop_requested:
         return None, ""
@@ -246,6 +250,8 @@ def auto_resume_from(ended: Run, resumed: int, checkpoint: tuple[Path, int] | No
         return None, "auto-resume: not resumed, the vLLM server has ended"
     if resumed >= limit:
         return None, f"auto-resume: gave up after {resumed}/{limit}"
+    if checkpoint is None and from_scratch:
+        return 0, f"auto-resume {resumed + 1}/{limit} from scratch: no complete checkpoint yet"
     if checkpoint is None:
         return None, "auto-resume: not resumed, no complete checkpoint yet"
     return checkpoint[1], f"auto-resume {resumed + 1}/{limit} from step {checkpoint[1]}"

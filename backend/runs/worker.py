@@ -83,6 +83,20 @@ def _say_suggestions(config, dataset, info, tokenizer) -> None:
         print(f"doctor: the data's lengths were not measured ({type(e).__name__}: {e})", flush=True)
 
 
+def sharded_weights(strategy: str, zero_stage: int | None, processes: int) -> str | None:
+    """Why the in-run reward probe cannot run, or None. It generates on the main process alone while the others
+    wait; weights sharded over several processes (FSDP, DeepSpeed ZeRO-3) need every rank in each forward, so the
+    main process would wait for the others forever. `strategy`: distributed.strategy or accelerate's
+    distributed type (FSDP, DEEPSPEED)."""
+    if processes <= 1:
+        return None
+    if strategy.lower() == "fsdp":
+        return f"FSDP shards the weights over {processes} processes"
+    if strategy.lower() == "deepspeed" and zero_stage == 3:
+        return f"DeepSpeed ZeRO-3 shards the weights over {processes} processes"
+    return None
+
+
 def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
     """The reward probe of an RL run's first attempt (rl.probe), on the model the trainer holds. Returns why the
     run stops before its first step (every probe group without reward spread, rl.probe: stop), else None; every
@@ -92,6 +106,14 @@ def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
 
     config = ctx.config
     if not config.spec.online_rl or config.rl.probe == "off":
+        return None
+    # the accelerator's state, not distributed.strategy: an accelerate config file replaces the run's settings
+    state = trainer.accelerator.state
+    plugin = state.deepspeed_plugin
+    if sharded := sharded_weights(state.distributed_type.value, plugin and plugin.zero_stage, state.num_processes):
+        if is_main:  # every rank decides the same from the same state, so none waits on a probe
+            print(f"reward probe: skipped, {sharded} and the main process cannot generate alone; probe the rewards "
+                  "before Start instead (`launch.py train --dry-run`, or Check rewards)", flush=True)
         return None
     why = None
     if is_main:

@@ -5,6 +5,7 @@ import os
 import signal
 
 from backend.config import build_config
+from backend.core.procs import pid_alive, processes_of
 from backend.doctor import NO_SIGNAL_VERDICT, describe, diagnose_run, stored_diagnoses
 from backend.runs.checkpoints import last_checkpoint
 from backend.runs.jobs import stop_run, submit_run
@@ -47,6 +48,30 @@ def test_the_probe_stops_a_run_whose_answers_are_cut_before_they_score(tiny_mode
     assert checks[0] == "probe_zero_variance" and "probe_truncation" in checks
     fix = stored_diagnoses(run)[0].fix["rl.max_completion_length"]
     assert fix >= 2 * 42  # at least twice the reference answer's tokens (the GSM8K row's is ~42)
+
+
+def test_under_probe_warn_answers_cut_short_train_on_and_end_carrying_the_longer_limit(tiny_model, workspace):
+    store = RunStore(workspace)
+    # 2 logged points, below min_points: the probe's diagnoses stay stored for the whole training (~1 s), not 2 steps
+    config = grpo(tiny_model, gsm8k_file(workspace), rl={"probe": "warn"}, max_steps=6, logging_steps=3,
+                  reward_sources=[{"type": "numeric_match", "params": {"column": "answer"}}])
+    run = submit_run(store, config)
+
+    def probed():  # stored before the first step, replaced by the run's own once it ends
+        r = store.get_run(run.id)
+        return [d for d in stored_diagnoses(r) if d.check.startswith("probe_")] or (not r.active and [None])
+
+    found = {d.check: d for d in wait_for(probed, every=0.05, what="the probe's diagnoses") if d}
+    assert found, "the run ended before its probe's diagnoses were seen stored"
+    assert found["probe_truncation"].severity == "warning", found
+    assert found["probe_truncation"].fix["rl.max_completion_length"] >= 2 * 42  # twice the reference answer, at least
+    assert found["probe_zero_variance"].fix["rl.max_completion_length"] >= 2 * 42
+    run = ended(store, run.id)
+    assert run.status == "completed" and run.step == 6, run.error  # warned, not stopped
+    final = {d.check: d for d in stored_diagnoses(run)}
+    assert final["truncation"].fix == found["probe_truncation"].fix  # sized by the reference the probe measured
+    log = (workspace / "runs" / run.id / "train.log").read_text()
+    assert "reward probe: warning: " in log and "raise rl.max_completion_length to ≥ " in log
 
 
 def test_a_constant_reward_completes_marked_without_a_learning_signal(tiny_model, workspace):
@@ -100,6 +125,31 @@ def test_a_frozen_worker_is_marked_stalled_and_restarted_from_its_checkpoint(tin
         assert resumed.resumed_step >= 2 and resumed.stalled == ""
         log = (workspace / "runs" / run.id / "train.log").read_text()
         assert "stalled: no heartbeat from the worker" in log and "stall_action: restart" in log
+    finally:
+        try:
+            os.kill(worker, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        stop_run(store, run.id, force=True)
+
+
+def test_a_frozen_worker_under_stall_action_stop_fails_the_run_and_is_ended(tiny_model, workspace, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_WORKER_STALE_S", "4")  # read by the supervisor this test starts
+    store = RunStore(workspace)
+    config = build_config({"mode": "sft", "model": str(tiny_model), "dataset": "demo-sft-instructions",
+                           "max_steps": 2000, "save_steps": 0, "lora": {"r": 4}, "stall_action": "stop"})
+    run = submit_run(store, config)
+    worker = wait_for(lambda: (r := store.get_run(run.id)).step >= 1 and r.worker_pid, what="a first step")
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        stopped = ended(store, run.id, timeout=60)
+        assert stopped.status == "failed" and stopped.error.startswith("stalled: no heartbeat from the worker"), \
+            stopped.error
+        assert "the worker was ended (stall_action: stop)" in stopped.error
+        # ended, not frozen forever: no rank (nor the launcher's children) is left
+        wait_for(lambda: not pid_alive(worker) and not processes_of("backend.runs.worker", run.id), timeout=30,
+                 what="no worker process left")
+        assert store.get_run(run.id).attempt == 1  # not restarted
     finally:
         try:
             os.kill(worker, signal.SIGCONT)

@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from backend import monitoring
 from backend.config import build_config
+from backend.doctor import Diagnosis, to_json
 from backend.runs.store import RunStore
 from tests.integration.test_metrics_endpoint import _free_port
 from tests.waiting import wait_for
@@ -70,23 +72,50 @@ def test_prometheus_scrapes_the_runs_and_fires_when_one_fails(workbench, prometh
     store, _ = workbench
     run = store.create_run(build_config({"name": "doomed", "mode": "sft"}))
     store.update_run(run.id, status="running", step=1, total_steps=4)
+    # a second run as its supervisor leaves a frozen worker: stalled, its own beat 45 s old, a diagnosis stored
+    frozen = store.create_run(build_config({"name": "frozen", "mode": "sft"}))
+    store.update_run(frozen.id, status="running", worker_pid=4321, worker_beat_at=time.time() - 45,
+                     stalled="no heartbeat from the worker (pid 4321) for 45 s",
+                     diagnoses=to_json([Diagnosis("loss_rising", "warning", {}, {})]))
 
     def series(query):
         found = api(prometheus, "query", query=query)
         return found and found["result"]
 
-    info = wait_for(lambda: series("workbench_run_info"), timeout=20, every=0.5, what="the first scrape")
+    def one(query):  # the single series' labels (less the scrape's own) and value
+        [r] = series(query)
+        return {k: v for k, v in r["metric"].items() if k not in ("__name__", "instance", "job")} | {
+            "value": r["value"][1]}
+
+    info = wait_for(lambda: series('workbench_run_info{run_name="doomed"}'), timeout=20, every=0.5,
+                    what="the first scrape")
     assert [r["metric"] | {"value": r["value"][1]} for r in info] == [{
         "__name__": "workbench_run_info", "instance": info[0]["metric"]["instance"], "job": "workbench",
         "run_id": run.id, "run_name": "doomed", "mode": "sft", "status": "running", "health": "ok", "value": "1"}]
+    ids = {"run_id": frozen.id, "run_name": "frozen", "mode": "sft"}
+    assert one('workbench_run_info{run_name="frozen"}') == ids | {"status": "running", "health": "stalled",
+                                                                  "value": "1"}
+    assert one('workbench_run_stalled{run_name="frozen"}') == ids | {"value": "1"}
+    assert one('workbench_run_stalled{run_name="doomed"}')["value"] == "0"
+    age = one('workbench_run_worker_heartbeat_age_seconds{run_name="frozen"}')
+    assert float(age.pop("value")) >= 45 and age == ids
+    assert one('workbench_run_diagnosis{run_name="frozen"}') == ids | {"check": "loss_rising", "severity": "warning",
+                                                                       "value": "1"}
     rules = wait_for(lambda: [r for g in api(prometheus, "rules")["groups"] for r in g["rules"] if r["health"] == "ok"],
                      timeout=10, every=0.5, what="the rules' first evaluation")  # "unknown" until then
     assert sorted(r["name"] for r in rules) == \
         ["WorkbenchDiskNearlyFull", "WorkbenchNoLearningSignal", "WorkbenchRunFailed", "WorkbenchWorkerStalled"]
 
     store.finish_run(run.id, "failed", error="CUDA out of memory")
+    store.finish_run(frozen.id, "failed", error="stalled: ...; the worker was ended (stall_action: stop)")
     firing = wait_for(lambda: [a for a in (api(prometheus, "alerts") or {}).get("alerts", [])
                                if a["labels"]["alertname"] == "WorkbenchRunFailed" and a["state"] == "firing"],
                       timeout=20, every=0.5, what="WorkbenchRunFailed to fire")
     assert firing[0]["labels"]["status"] == "failed"
-    assert series('workbench_run_info{status="failed", run_name="doomed"}')
+    # a scrape after the end: the ended run's liveness series are gone (stale), its info and diagnoses stay
+    wait_for(lambda: series('workbench_run_stalled{run_name="frozen"}') == [] and
+             series('workbench_run_worker_heartbeat_age_seconds{run_name="frozen"}') == [],
+             timeout=20, every=0.5, what="the ended run's liveness series to go")
+    assert one('workbench_run_info{run_name="frozen"}') == ids | {"status": "failed", "health": "ok", "value": "1"}
+    assert one('workbench_run_diagnosis{run_name="frozen"}')["check"] == "loss_rising"
+    assert one('workbench_run_info{run_name="doomed"}')["status"] == "failed"

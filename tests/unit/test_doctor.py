@@ -373,3 +373,45 @@ def test_the_data_suggests_settings_it_contradicts():
     from backend.doctor.texts import suggestion_text
 
     assert "1 of the first 3 rows" in suggestion_text(cut[0].key, cut[0].value, cut[0].params)
+
+
+def test_the_in_run_probe_is_skipped_where_the_main_process_cannot_generate_alone():
+    from backend.runs.worker import sharded_weights
+
+    # sharded weights over several processes: a forward needs every rank, the others wait at the probe
+    assert sharded_weights("fsdp", None, 2) == "FSDP shards the weights over 2 processes"
+    assert sharded_weights("DEEPSPEED", 3, 4) == "DeepSpeed ZeRO-3 shards the weights over 4 processes"
+    # a whole copy of the weights on the main process: it generates alone
+    for strategy, stage, processes in (("ddp", None, 8), ("MULTI_GPU", None, 2), ("deepspeed", 2, 4),
+                                       ("fsdp", None, 1), ("deepspeed", 3, 1)):
+        assert sharded_weights(strategy, stage, processes) is None
+
+
+def test_a_recent_step_overrules_a_stale_worker_beat(tmp_path):
+    from backend.runs.stall import WORKER_STALE_S
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({"mode": "sft"}))
+    now = time.time()
+    # the beat thread starved (a long call holding the GIL) while steps still finish: progress says it lives
+    store.update_run(run.id, status="running", worker_pid=123, worker_beat_at=now - WORKER_STALE_S - 15,
+                     train_started_at=now - 60, step=5, step_at=now - 1)
+    assert stall_reason(store.get_run(run.id), now) is None
+    store.update_run(run.id, step_at=now - WORKER_STALE_S - 10)  # neither moves: frozen
+    assert "no heartbeat from the worker" in stall_reason(store.get_run(run.id), now)
+
+
+def test_a_stalled_worker_restarted_before_its_first_checkpoint_starts_again_from_scratch(tmp_path):
+    from backend.runs.supervisor import auto_resume_from
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({"mode": "sft", "stall_action": "restart"}))  # auto_resume 0
+    store.update_run(run.id, status="running")
+    store.finish_run(run.id, "failed", error="stalled: ...; the worker was ended to resume from its last checkpoint")
+    ended = store.get_run(run.id)
+    assert auto_resume_from(ended, 0, None, limit=3, from_scratch=True) == (
+        0, "auto-resume 1/3 from scratch: no complete checkpoint yet")
+    assert auto_resume_from(ended, 3, None, limit=3, from_scratch=True)[0] is None  # its restarts are counted
+    assert auto_resume_from(ended, 0, (tmp_path / "checkpoint-4", 4), limit=3, from_scratch=True)[0] == 4
+    # a worker that died by itself is not started again from nothing (auto_resume needs a checkpoint)
+    assert auto_resume_from(ended, 0, None, limit=3)[0] is None
