@@ -93,10 +93,13 @@ def probe_before_start(config, workspace) -> int:
     what would keep the run from learning. Exit 0: nothing that stops it; 3 (as a stopped run): the run would stop
     itself at once."""
     from backend.doctor import fix_text, report_lines
-    from backend.doctor.probe import check_rewards
+    from backend.doctor.probe import check_rewards, not_probed
     from backend.core.mode_registry import mode_spec
 
     if not mode_spec(config.mode).online_rl or config.rl.probe == "off":
+        return 0
+    if why := not_probed(config):
+        print(f"reward probe: not run, {why}")
         return 0
     print("reward probe: loading the model and sampling (rl.probe: off skips this)...", flush=True)
     try:

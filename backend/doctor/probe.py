@@ -53,6 +53,15 @@ class ProbeReport:
                 + (f"; {self.unfinished} unfinished when its time ran out" if self.unfinished else ""))
 
 
+def not_probed(config) -> str | None:
+    """Why the probe does not judge this run, or None: it samples single answers, and a run with tools answers
+    through calls and their results (judged without them, every answer would look wrong)."""
+    if config.tools:
+        return "the run calls tools, and the probe samples answers without them; its first steps' diagnoses say " \
+               "what it finds instead"
+    return None
+
+
 def probe_size(config, before_start: bool = True) -> tuple[int, int]:
     """(prompts, completions per prompt): one group per prompt, at most MAX_SEQUENCES completions. Inside the
     run (before_start False) it samples what one step would (its batch): the probe costs the run's start one
@@ -239,6 +248,8 @@ def check_rewards(config, workspace, loaded=None) -> ProbeReport:
     if not config.spec.online_rl:
         raise ValueError(f"{config.mode} samples no completions: the reward probe is for "
                          "the RL modes")
+    if why := not_probed(config):
+        raise ValueError(f"no reward probe: {why}")
     dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=workspace, options=DataOptions.of(config))
     if loaded is None:
         from backend.data.templates import template_text

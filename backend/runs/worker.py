@@ -107,6 +107,12 @@ def _probe(trainer, ctx, is_main: bool, doctor) -> str | None:
     config = ctx.config
     if not config.spec.online_rl or config.rl.probe == "off":
         return None
+    from backend.doctor.probe import not_probed
+
+    if why := not_probed(config):
+        if is_main:
+            print(f"reward probe: skipped, {why}", flush=True)
+        return None
     # the accelerator's state, not distributed.strategy: an accelerate config file replaces the run's settings
     state = trainer.accelerator.state
     plugin = state.deepspeed_plugin
