@@ -9,19 +9,16 @@ run whose completions call tools, logs the batch's tool use (tools/* metrics) th
 """
 from __future__ import annotations
 
-import json
 import math
 import traceback
 
 from trl.trainer.utils import is_async_callable
 
 from backend.modes.training import RunSink, TrainContext, trainer_args
-from backend.rewards.base import content_text
-from backend.rewards.trajectory import calls, has_tool_traffic, tool_metrics
+from backend.rewards.trajectory import has_tool_traffic, tool_metrics, trajectory_text
 
 SAMPLES_PER_LOG = 8
 _PROMPT_CHARS = 2000
-_TOOL_CHARS = 500  # a tool result (or a call's arguments) in a sample: enough to see what came back
 
 
 def rl_args(ctx: TrainContext, reward_weights: list[float]):
@@ -52,44 +49,12 @@ def reward_functions(ctx: TrainContext) -> tuple[list, list[float], list]:
     return recorder.wrap_all(funcs, weights), weights, callbacks
 
 
-def _cut(text: str, limit: int = _TOOL_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _call_text(call: dict) -> str:
-    """A tool call as `→ name(arg=value, ...)`; arguments may come as a dict or as JSON text."""
-    args = call.get("arguments")
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            pass
-    inner = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else \
-        ("" if args is None else str(args))
-    return f"→ {call.get('name')}({_cut(inner)})"
-
-
-def _trajectory_text(messages: list[dict]) -> str:
-    """A tool-calling completion turn by turn: assistant text, its calls (→), their results (←), the final answer
-    last, as the model wrote them."""
-    lines = []
-    for m in messages:
-        role = m.get("role")
-        if role == "tool":
-            lines.append(f"← {m.get('name') or 'tool'}: {_cut(content_text(m.get('content')).strip())}")
-            continue
-        if text := content_text(m.get("content")).strip():
-            lines.append(text if role in (None, "assistant") else f"{role}: {text}")
-        lines += [_call_text(c) for c in calls(m)]
-    return "\n".join(lines)
-
-
 def _text(value) -> str:
     """A prompt or completion as display text: plain strings as they are, message lists as their contents (turn by
     turn when tools were called)."""
     if isinstance(value, list):
         if has_tool_traffic(value):
-            return _trajectory_text(value)
+            return trajectory_text(value)
         if len(value) == 1 and isinstance(value[0], dict):
             return str(value[0].get("content") or "")
         return "\n".join(f"{m.get('role')}: {m.get('content') or ''}" if isinstance(m, dict) else str(m)

@@ -7,7 +7,9 @@ A plain-text completion made no calls: 0 for every kind. Plain Python, microseco
 """
 from __future__ import annotations
 
-from backend.rewards.base import RewardFunction, is_conversation
+import json
+
+from backend.rewards.base import RewardFunction, content_text, is_conversation
 
 # How TRL writes a failed call's result (str of a dict); the JSON spelling too, for other loops.
 _ERROR_PREFIXES = ("{'error'", '{"error"')
@@ -100,3 +102,38 @@ class ToolErrorsReward(_ToolReward):
     def score(self, prompts, completions, **kwargs):
         return [float(sum(self.named(r.get("name")) and is_error(r) for r in results(completion)))
                 for completion in completions]
+
+
+_TOOL_CHARS = 500  # a tool result (or a call's arguments) shown: enough to see what came back
+
+
+def _cut(text: str, limit: int = _TOOL_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _call_text(call: dict) -> str:
+    """A tool call as `→ name(arg=value, ...)`; arguments may come as a dict or as JSON text."""
+    args = call.get("arguments")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    inner = ", ".join(f"{k}={v!r}" for k, v in args.items()) if isinstance(args, dict) else \
+        ("" if args is None else str(args))
+    return f"→ {call.get('name')}({_cut(inner)})"
+
+
+def trajectory_text(messages: list[dict]) -> str:
+    """A tool-calling completion turn by turn: assistant text, its calls (→), their results (←), the final answer
+    last, as the model wrote them."""
+    lines = []
+    for m in messages:
+        role = m.get("role")
+        if role == "tool":
+            lines.append(f"← {m.get('name') or 'tool'}: {_cut(content_text(m.get('content')).strip())}")
+            continue
+        if text := content_text(m.get("content")).strip():
+            lines.append(text if role in (None, "assistant") else f"{role}: {text}")
+        lines += [_call_text(c) for c in calls(m)]
+    return "\n".join(lines)
