@@ -21,6 +21,7 @@ from backend.config import (GROUP_TITLES, ConfigError, RunConfig, build_config, 
 from backend.config import bounds as setting_bounds
 from backend.core.mode_registry import GENERATING_EVAL_MODES
 from backend.rewards.spec import RewardSourceConfig
+from backend.tools.spec import DEFAULT_NAMES, PARAM_MODELS, ToolConfig
 
 FIELDS = dict(field_paths())
 PATHS = list(FIELDS)
@@ -71,6 +72,52 @@ def is_source_list(path: str) -> bool:
     return get_origin(ann) is list and get_args(ann) == (RewardSourceConfig,)
 
 
+def is_tool_list(path: str) -> bool:
+    """A list of tools: YAML in a textbox ([{type: calculator}, ...])."""
+    ann = FIELDS[path].annotation
+    return get_origin(ann) is list and get_args(ann) == (ToolConfig,)
+
+
+TOOLS_PLACEHOLDER = "[{type: calculator}, {type: search, params: {folder: docs}}]"
+
+
+def _tools_text(tools: list) -> str:
+    """The tools as one line of YAML, each without what it leaves at its default."""
+    import yaml
+
+    if not tools:
+        return ""
+    shown = []
+    for given in tools:
+        tool = ToolConfig(**given)
+        row = {"type": tool.type}
+        if tool.name != DEFAULT_NAMES.get(tool.type, tool.params.get("function")):
+            row["name"] = tool.name
+        fields = PARAM_MODELS[tool.type].model_fields
+        if params := {k: v for k, v in tool.params.items() if fields[k].is_required() or fields[k].default != v}:
+            row["params"] = params
+        if tool.timeout_s != ToolConfig.model_fields["timeout_s"].default:
+            row["timeout_s"] = tool.timeout_s
+        shown.append(row)
+    return yaml.safe_dump(shown, default_flow_style=True, sort_keys=False, width=10_000).strip()
+
+
+def _tools_from_text(text: str) -> tuple[list, str | None]:
+    import yaml
+
+    if not (text or "").strip():
+        return [], None
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        return [], f"tools: not YAML ({str(e).splitlines()[0]}); write e.g. {TOOLS_PLACEHOLDER}"
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return [], f"tools: a list of tools, e.g. {TOOLS_PLACEHOLDER}"
+    return value, None
+
+
 def paths_under(section: str) -> list[str]:
     return [p for p in PATHS if p.startswith(f"{section}.")]
 
@@ -80,6 +127,8 @@ def elem_id(path: str) -> str:
 
 
 def to_component_value(path: str, value):
+    if is_tool_list(path):
+        return _tools_text(value) if isinstance(value, list) else value
     if isinstance(value, dict):  # data.columns: name=column pairs, as its textbox takes them
         return ", ".join(f"{name}={column}" for name, column in value.items())
     return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
@@ -114,6 +163,8 @@ def build_component(path: str, **overrides) -> gr.Component:
         return SettingNumber(**kw)
     if _is_list(path):
         kw.update(placeholder="comma-separated")
+    if is_tool_list(path):
+        kw.update(placeholder=TOOLS_PLACEHOLDER)
     kw.update(overrides)
     return gr.Textbox(**kw)
 
@@ -318,7 +369,7 @@ def _data_from_values(values: Sequence) -> tuple[dict, list[str], set[str]]:
     for path, value in zip(PATHS, values):
         ann = FIELDS[path].annotation
         if path in ONLY_WITH and not shown_for(path, by_path.get("mode"), {s: bool(by_path[s]) for s in SWITCHES}):
-            value = [] if is_source_list(path) else default_value(path)  # hidden, so not part of the run
+            value = [] if is_source_list(path) or is_tool_list(path) else default_value(path)  # hidden: not run
         if ann in (int, float):
             if value is None or value == "":
                 errors.append(f"{path}: empty; enter a number (default {default_value(path)})")
@@ -327,6 +378,9 @@ def _data_from_values(values: Sequence) -> tuple[dict, list[str], set[str]]:
                 value = int(value)
         elif ann is bool:
             value = bool(value)
+        elif is_tool_list(path) and isinstance(value, str):
+            value, error = _tools_from_text(value)
+            errors += [error] if error else []
         elif is_source_list(path) and isinstance(value, (list, tuple)):
             value, row_errors = reward_editor.parse_sources(value)
             errors += row_errors

@@ -135,3 +135,17 @@ def test_a_section_of_settings_for_other_modes_is_hidden_whole(form):
         expected = any(forms.shown_for(p, "sft") for p in paths)
         assert section.container.visible == expected, paths
     assert all(p in {q for s in form.sections for q in s.paths} for p in forms.PATHS)
+
+
+def test_tools_are_one_line_of_yaml_in_the_train_form():
+    config = build_config({"mode": "grpo", "tools": [{"type": "calculator"}, {"type": "python", "timeout_s": 5}],
+                           "reward_sources": [{"type": "tool_used"}]})
+    values = forms.values_from_config(config)
+    text = values[forms.PATHS.index("tools")]
+    assert text == "[{type: calculator}, {type: python, timeout_s: 5.0}]"
+    assert forms.config_from_values(values).tools == config.tools
+    values[forms.PATHS.index("tools")] = "[{type: calculator"
+    with pytest.raises(ConfigError, match="tools: not YAML"):
+        forms.config_from_values(values)
+    values[forms.PATHS.index("tools")] = ""
+    assert forms.config_from_values(values).tools == []

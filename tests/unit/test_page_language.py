@@ -8,6 +8,8 @@ from backend.config import choices, field_paths
 
 # Names kept as they are in both languages: methods, formats, libraries, hardware and protocols, the Greek letters
 # hyperparameters are named by, and RL's "rollout" (Chinese RL texts, LlamaBoard's and ms-swift's included, keep it).
+from backend.tools.spec import TOOL_KINDS  # noqa: E402 - the kinds a tools list names, as typed
+
 NAMES = {
     "LoRA", "QLoRA", "DoRA", "rsLoRA", "PEFT", "TRL", "SFT", "DPO", "KTO", "PPO", "GRPO", "RLOO", "REINFORCE", "GAE",
     "SLiC", "TPE", "EOS", "JSONL", "JSON", "YAML", "CSV", "Parquet", "safetensors", "Hugging", "Face", "Hub", "Optuna",
@@ -15,10 +17,11 @@ NAMES = {
     "Liger", "Triton", "RMSNorm", "RoPE", "SwiGLU", "GPU", "CPU", "CUDA", "Ampere", "TCP", "HTTP", "token", "Ziegler",
     "nats", "alpha", "beta", "gamma", "lambda", "delta", "rollout", "OpenAI", "API", "Python", "curl", "openai", "MLflow",
     "GGUF", "Ollama", "Studio", "Modelfile", "ORPO", "CPO", "SimPO", "GKD", "JSD", "IPO", "DAPO", "GSPO", "logits",
+    "ChatML", "BM25",
 }
 # Values are typed and picked the same in both languages: the settings' choices and TRL's dataset columns.
 VALUES = {str(v) for _, info in field_paths() for v in choices(info) or ()} | {
-    "prompt", "completion", "chosen", "rejected", "label", "messages", "text", "true", "false"}
+    "prompt", "completion", "chosen", "rejected", "label", "messages", "text", "true", "false", *TOOL_KINDS}
 CODE = re.compile(r"`[^`]*`|<code>.*?</code>|<[^>]+>|https?://\S+")
 WORD = re.compile(r"(?<![\w./:@<{$=-])[A-Za-z]{3,}(?![\w./:@>}=-])")
 
