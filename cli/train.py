@@ -79,6 +79,10 @@ def dry_run(config, dataset, workspace) -> int:
     print("settings (those not at their defaults):")
     print("\n".join(f"  {line}" for line in to_yaml(config, only_changed=True).splitlines()))
     print(f"dataset: {dataset.summary()}")
+    from backend.data import reachable_note
+
+    if note := reachable_note(dataset.num_rows, config.reachable_rows(), config.seed):
+        print(note)
     print("\n".join(memory_lines(config, workspace)), flush=True)
     from backend.doctor.defaults import data_suggestions
     from backend.doctor.texts import suggestion_text

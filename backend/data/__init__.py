@@ -7,10 +7,11 @@ from backend.data.common import DatasetError
 from backend.data.formats import FormatInfo, detect_format, validate_rows
 from backend.data.options import DataOptions
 from backend.data.prepare import (GenerationRows, generation_rows, hold_out, prepare_dataset, prepare_eval_dataset,
-                                  preview, reachable, split_answer)
+                                  preview, reachable, reachable_note, split_answer)
 from backend.data.sources import (BUILTIN_DATASETS, DATA_DIR, FILE_TYPES, load_dataset_spec, pinned_spec,
                                   register_source, save_upload)
 
 __all__ = ["BUILTIN_DATASETS", "DATA_DIR", "FILE_TYPES", "DataOptions", "DatasetError", "FormatInfo", "GenerationRows",
            "detect_format", "generation_rows", "hold_out", "load_dataset_spec", "pinned_spec", "prepare_dataset",
-           "prepare_eval_dataset", "preview", "reachable", "register_source", "save_upload", "split_answer", "validate_rows"]
+           "prepare_eval_dataset", "preview", "reachable", "reachable_note", "register_source", "save_upload",
+           "split_answer", "validate_rows"]

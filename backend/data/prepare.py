@@ -68,15 +68,22 @@ ROWS_MARGIN = 4  # rows a trainer drops (too long, uneven last batches): the cut
 MIN_ROWS_KEPT = 1000
 
 
+def reachable_note(total: int, rows: int | None, seed: int) -> str:
+    """What `reachable` keeps of `total` rows when the run reads at most `rows`, said in one line ("" when all)."""
+    if rows is None or total <= (keep := max(ROWS_MARGIN * rows, MIN_ROWS_KEPT)):
+        return ""
+    return (f"data: the run reads at most {rows} rows (max_steps × rows per step), so {keep} of the {total} "
+            f"rows are prepared for training, chosen at random with seed {seed}; max_steps: -1 trains by epochs "
+            "over all of them")
+
+
 def reachable(ds: datasets.Dataset, rows: int | None, seed: int) -> tuple[datasets.Dataset, str]:
     """The training rows worth preparing when the run can read at most `rows` of them (RunConfig.reachable_rows):
     a trainer tokenizes every row it is given before its first step, so 100,000 rows for 2 steps cost more than the
     training. Rows chosen at random with `seed`; (ds, "") when all are kept, else the line that says so."""
-    if rows is None or len(ds) <= (keep := max(ROWS_MARGIN * rows, MIN_ROWS_KEPT)):
+    if not (note := reachable_note(len(ds), rows, seed)):
         return ds, ""
-    note = (f"data: the run reads at most {rows} rows (max_steps × rows per step), so {keep} of the {len(ds)} "
-            f"rows are prepared for training, chosen at random with seed {seed}; max_steps: -1 trains by epochs "
-            "over all of them")
+    keep = max(ROWS_MARGIN * rows, MIN_ROWS_KEPT)
     return ds.shuffle(seed=seed).select(range(keep)).flatten_indices(), note
 
 

@@ -307,7 +307,7 @@ CALCULATOR = "What is {a} × {b}? Reply with the number only."
 
 
 def calculator_rows(seed=0) -> tuple[list, list, list]:
-    """(512 GRPO prompts, 64 held-out prompts, 256 SFT demonstrations): products of two three-digit numbers, each
+    """(512 GRPO prompts, 64 held-out prompts, 128 SFT demonstrations): products of two three-digit numbers, each
     pair in one set only. A demonstration calls the calculator with the product, reads its result and answers
     with the number alone; the tools column is the calculator's schema as a run shows it."""
     import sys
@@ -317,7 +317,7 @@ def calculator_rows(seed=0) -> tuple[list, list, list]:
 
     schema = json.dumps(tool_schemas(build_tools([{"type": "calculator"}], HERE))[0])
     rng, pairs = random.Random(seed), set()
-    while len(pairs) < 512 + 64 + 256:
+    while len(pairs) < 512 + 64 + 128:
         pairs.add((rng.randint(100, 999), rng.randint(100, 999)))
     pairs = sorted(pairs)
     rng.shuffle(pairs)
