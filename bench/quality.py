@@ -14,8 +14,13 @@ run never saw, greedy. One table at the end: task, base score, trained score, mi
   ppo   presets/ppo_arithmetic.yaml: the same sums, PPO with a value model; the held-out eval_reward every 10
         steps and each step's KL printed, then base vs trained on the 32 held-out sums.
         target: the right-number rate rises, with KL bounded (its mean over the last 10 steps < 1)
+  calculator  three-digit products on the 64 held-out rows of demo-calculator-eval: the base without tools, the SFT
+        warm-up (presets/sft_calculator.yaml) and GRPO on from it (presets/grpo_calculator.yaml), both evaluated
+        with the calculator as GRPO trains (its tools, chat template and tool-calling turns); prints the three side
+        by side: right number, share of episodes calling the calculator, minutes of each stage.
+        target: after GRPO >= 80% right AND >= 80% of episodes calling the calculator
 
-  .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo] [--workspace DIR]
+  .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo,calculator] [--workspace DIR]
 """
 from __future__ import annotations
 
@@ -50,12 +55,13 @@ def train(store, preset: str, **overrides):
     return run, (time.time() - started) / 60
 
 
-def evaluate(store, models: list[str], dataset: str, scorers: list[dict], max_new_tokens: int = 32):
+def evaluate(store, models: list[str], dataset: str, scorers: list[dict], max_new_tokens: int = 32, **settings):
+    """`settings`: more of the spec (tools, chat_template, max_tool_calling_iterations)."""
     from backend import evals
     from backend.runs.jobs import dispatch
 
     spec = evals.build_spec({"models": models, "dataset": dataset, "scorers": scorers,
-                             "generation": {"max_new_tokens": max_new_tokens, "batch_size": 16}})
+                             "generation": {"max_new_tokens": max_new_tokens, "batch_size": 16}, **settings})
     e = evals.submit_eval(store, spec)
     started = time.time()
     while evals.get_eval(store, e.id).active:
@@ -132,14 +138,46 @@ def ppo(store) -> list[tuple]:
              "rises, KL < 1", tuned > base and late_kl < 1)]
 
 
+def calculator(store) -> list[tuple]:
+    """The base answering alone, then the warm-up and GRPO calling the calculator as GRPO trains with it."""
+    from backend.config import load_config
+
+    grpo_config = load_config(REPO / "presets" / "grpo_calculator.yaml")
+    with_tools = {"tools": [t.model_dump() for t in grpo_config.tools],
+                  "chat_template": grpo_config.data.chat_template,
+                  "max_tool_calling_iterations": grpo_config.rl.max_tool_calling_iterations}
+    right = [{"type": "numeric_match", "name": "right", "params": {"column": "answer"}}]
+    dataset = "demo-calculator-eval"
+    base, base_minutes = evaluate(store, [EMBEDDED], dataset, right, 32)
+    warm, warm_train = train(store, "sft_calculator.yaml")
+    warm_eval, warm_minutes = evaluate(store, [f"run:{warm.id}"], dataset, right, 64, **with_tools)
+    run, grpo_train = train(store, "grpo_calculator.yaml", model=f"run:{warm.id}",
+                            **{"eval.dataset": "", "eval.steps": 0})  # judged below, on the same held-out rows
+    grpo_eval, grpo_minutes = evaluate(store, [f"run:{run.id}"], dataset, right, 64, **with_tools)
+    stages = [("base, no tools", base, base_minutes), ("sft warm-up + calculator", warm_eval,
+                                                        warm_train + warm_minutes),
+              ("grpo + calculator", grpo_eval, grpo_train + grpo_minutes)]
+    print(f"\n  {'stage':28} {'right':>6} {'calls calculator':>17} {'minutes':>8}")
+    for name, summary, minutes in stages:
+        cells = summary.models[0].cells
+        used = f"{cells['used_tool'].mean:17.3f}" if "used_tool" in cells else f"{'-':>17}"
+        print(f"  {name:28} {cells['right'].mean:6.3f} {used} {minutes:8.1f}", flush=True)
+    tuned = grpo_eval.models[0].cells
+    right_rate, used = tuned["right"].mean, tuned["used_tool"].mean
+    total = sum(minutes for _, _, minutes in stages)
+    return [("calculator: right number (base without tools)", base.models[0].cells["right"].mean, right_rate, total,
+             ">= 0.80", right_rate >= 0.8),
+            ("calculator: episodes calling it", 0.0, used, total, ">= 0.90", used >= 0.9)]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", default="grpo,dpo,ppo", help="of grpo, grpo-warm, dpo, ppo")
+    p.add_argument("--tasks", default="grpo,dpo,ppo", help="of grpo, grpo-warm, dpo, ppo, calculator")
     p.add_argument("--workspace", help="keep the runs here (default: a temporary folder)")
     a = p.parse_args()
     from backend.runs.store import RunStore
 
-    tasks = {"grpo": grpo, "grpo-warm": grpo_warm, "dpo": dpo, "ppo": ppo}
+    tasks = {"grpo": grpo, "grpo-warm": grpo_warm, "dpo": dpo, "ppo": ppo, "calculator": calculator}
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(a.workspace or tmp)
         rows = []

@@ -10,7 +10,8 @@ from cli.common import EXIT_FAILED, EXIT_STOPPED, bad_input, fmt_time, open_stor
 def add_parsers(sub, common) -> None:
     ev = sub.add_parser("eval", parents=[common], help="evaluate models: start, list, show, stop, restart, delete",
                         description="launch.py eval start --model run:ID --against base --dataset FILE "
-                                    "--scorer numeric_match:answer [--scorer rouge_l] [--limit 64]")
+                                    "--scorer numeric_match:answer [--scorer rouge_l] [--limit 64] "
+                                    "[--tool calculator --chat-template chatml-tools]")
     esub = ev.add_subparsers(dest="eval_command", required=True)
     st = esub.add_parser("start", parents=[common], help="evaluate models on a set (and follow it)")
     st.add_argument("--model", action="append", required=True,
@@ -25,6 +26,14 @@ def add_parsers(sub, common) -> None:
                     help="KIND or KIND:VALUE, repeatable: rouge_l, bleu, chrf, math, numeric_match:answer, "
                          "exact_match:answer, regex:PATTERN, blocklist:a,b, reward_model:run:ID, length:50, "
                          "or a JSON/YAML mapping {type: ..., params: {...}}")
+    st.add_argument("--tool", action="append", default=[],
+                    help="a tool every model may call (repeatable): calculator, python, search:folder=DOCS[,top_k=5], "
+                         "function:file=F.py,function=NAME, or a JSON/YAML mapping; the tool use is scored beside "
+                         "(used_tool, tool_calls, tool_errors)")
+    st.add_argument("--chat-template", help="the chat template every model gets (model: its own; chatml-tools "
+                                            "carries tool calls for ChatML models)")
+    st.add_argument("--tool-turns", type=int, help="with --tool: at most N rounds of calls before the answer "
+                                                   "(default 4)")
     st.add_argument("--limit", type=int, help="the first N rows only")
     st.add_argument("--max-new-tokens", type=int)
     st.add_argument("--batch-size", type=int)
@@ -71,6 +80,7 @@ def with_default_subcommand(argv: list[str]) -> list[str]:
 
 def _spec_data(args) -> dict:
     from backend.evals import parse_scorer
+    from backend.evals.spec import parse_tool
 
     models = ([args.against] if args.against else []) + list(args.model)
     gen = {k: v for k, v in {"max_new_tokens": args.max_new_tokens, "batch_size": args.batch_size,
@@ -84,8 +94,16 @@ def _spec_data(args) -> dict:
             scorers.append(parse_scorer(text).model_dump())
         except ValueError as e:
             raise ValueError(f"--scorer {text}: {str(e).splitlines()[0]}") from None
-    return {"name": args.name, "models": models, "dataset": args.dataset, "prompt_column": args.prompt_column,
+    tools = []
+    for text in args.tool:
+        try:
+            tools.append(parse_tool(text).model_dump())
+        except ValueError as e:
+            raise ValueError(f"--tool {text}: {str(e).splitlines()[0]}") from None
+    data = {"name": args.name, "models": models, "dataset": args.dataset, "prompt_column": args.prompt_column,
             "reference_column": args.reference_column, "scorers": scorers, "limit": args.limit, "generation": gen}
+    extra = {"tools": tools, "chat_template": args.chat_template, "max_tool_calling_iterations": args.tool_turns}
+    return data | {k: v for k, v in extra.items() if v not in (None, [])}
 
 
 def cmd_eval(args) -> int:

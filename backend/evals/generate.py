@@ -1,5 +1,6 @@
 """Batched generation for evaluation: prompts sorted by length and generated in left-padded batches with the
-KV cache, the adapter merged into the weights (exact up to float rounding, and no LoRA matmuls per token)."""
+KV cache, the adapter merged into the weights (exact up to float rounding, and no LoRA matmuls per token); with
+tools, through the tool loop training uses (backend/tools/loop.py)."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -20,6 +21,11 @@ def prompt_text_for(tokenizer, prompt, chat_template: bool) -> tuple[str, bool]:
     return prompt_text(prompt), False
 
 
+def _sampling(settings: Generation) -> dict:
+    return (dict(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
+            if settings.do_sample else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+
+
 def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, chat_template: bool = True,
                      ) -> Iterator[tuple[list[int], list[list[str]]]]:
     """Yields (indices into `prompts`, k answers for each) batch by batch, shortest prompts first."""
@@ -36,8 +42,7 @@ def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, c
             current = []
         current.append(i)
     batches += [current] if current else []
-    sampling = (dict(do_sample=True, temperature=settings.temperature, top_p=settings.top_p)
-                if settings.do_sample else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+    sampling = _sampling(settings)
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # answers continue every prompt at the same position
     try:
@@ -56,3 +61,23 @@ def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, c
             yield batch, [decoded[j * k:(j + 1) * k] for j in range(len(batch))]
     finally:
         tokenizer.padding_side = side
+
+
+def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation, tools: list, max_iterations: int,
+                       ) -> Iterator[tuple[list[int], list[list[list[dict]]]]]:
+    """generate_answers with tools: each answer is the message list the tool loop adds (calls, results, the final
+    answer last), `samples` of them per prompt from the prompt repeated. The tokenizer must read calls back
+    (backend.data.templates.use_tool_parser)."""
+    import torch
+
+    from backend.tools.loop import answer_with_tools
+
+    conversations = [p if is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: len(str(conversations[i])))  # alike lengths pad less
+    k = settings.samples
+    for b, start in enumerate(range(0, len(order), settings.batch_size)):
+        batch = order[start:start + settings.batch_size]
+        torch.manual_seed(settings.seed + b)
+        added = answer_with_tools(loaded.model, loaded.tokenizer, [conversations[i] for i in batch for _ in range(k)],
+                                  tools, settings.max_new_tokens, max_iterations, _sampling(settings))
+        yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.core.procs import Heartbeat, is_dead, job_args, pid_alive, spawn_detached
+from backend.data.templates import MODEL_TEMPLATE, template_text
 import backend.evals.store as db
 from backend.evals.results import JUDGE
 from backend.evals.scorers import build_scorers, check_scorers, fused
@@ -143,18 +144,55 @@ def plan(store: RunStore, spec: EvalSpec) -> Plan:
         if empty is not None:
             errors.append(f"{source}, row {empty + 1}: the prompt column '{prompt_col}' is empty")
     errors += check_scorers(spec.scorers, columns, ref_col if ref_col in columns else "", store.workspace)
+    if spec.tools or spec.chat_template != MODEL_TEMPLATE:
+        errors += template_problems(store, spec, refs, labels)
     if errors:
         raise EvalError(errors)
     return Plan(refs, labels, rows, prompt_col, ref_col, columns)
 
 
+def _tokenizer_source(ref) -> str:
+    """Where load_model reads the model's tokenizer: the adapter's own when it saved one, else the base's."""
+    own = Path(ref.adapter) if ref.adapter else None
+    return str(own) if own and (own / "tokenizer_config.json").is_file() else ref.resolve()
+
+
+def template_problems(store: RunStore, spec: EvalSpec, refs: list, labels: list[str]) -> list[str]:
+    """The tools made and tried (a dry call each), and the chat template fitting every model and, with tools,
+    carrying their calls: a tokenizer per model, no weights."""
+    from backend.data.templates import template_problem, tool_template_problem
+    from backend.models import ModelError, load_tokenizer
+    from backend.tools import validate_tools
+
+    errors = validate_tools(spec.tools, store.workspace)
+    for i, (ref, label) in enumerate(zip(refs, labels)):
+        where = f"chat_template (models.{i}, {label})"
+        try:
+            source = _tokenizer_source(ref)
+        except ModelError as e:
+            errors.append(f"{where}: {e}")
+            continue
+        if why := template_problem(spec.chat_template, Path(source) if Path(source).is_dir() else None):
+            errors.append(f"{where}: {why}")
+        elif spec.tools:
+            try:
+                tokenizer = load_tokenizer(source, chat_template=template_text(spec.chat_template))
+            except ModelError as e:
+                errors.append(f"{where}: {e}")
+                continue
+            if why := tool_template_problem(tokenizer, spec.chat_template, label):
+                errors.append(f"{where}: {why.replace('data.chat_template', 'chat_template')}")
+    return errors
+
+
 def judge_info(spec: EvalSpec) -> tuple[list[str], str | None, list[str]]:
     """(result columns, the judge column, the 0/1 columns) of a spec, before any scorer is built."""
     names = scorer_names(spec.scorers)
-    sources = [s for s in spec.scorers if not s.is_metric]
+    judged = [(n, s) for n, s in zip(names, spec.scorers) if not spec.is_tool_figure(s)]  # figures judge nothing
+    sources = [s for _, s in judged if not s.is_metric]
     columns = names + ([JUDGE] if len(sources) > 1 else [])
-    judge = (JUDGE if len(sources) > 1 else next((n for n, s in zip(names, spec.scorers) if not s.is_metric), None)
-             ) if sources else (names[0] if names else None)
+    judge = (JUDGE if len(sources) > 1 else next((n for n, s in judged if not s.is_metric), None)
+             ) if sources else (judged[0][0] if judged else None)
     binary = [n for n, s in zip(names, spec.scorers) if s.type in ("exact_match", "numeric_match", "regex", "math")]
     return columns, judge, binary
 
@@ -280,6 +318,12 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
     prompts = [r[p.prompt_column] for r in p.rows]
     extra = {c: [r.get(c) for r in p.rows] for c in p.columns if c != p.prompt_column}
     references = extra.get(p.reference_column) if p.reference_column else None
+    tools = []
+    if spec.tools:
+        from backend.rewards.trajectory import trajectory_text
+        from backend.tools import build_tools
+
+        tools = build_tools(spec.tools, store.workspace)
     for m, (ref, label) in enumerate(zip(p.refs, p.labels)):
         done = db.answered(store, e.id, m)
         todo = [i for i in range(len(p.rows)) if i not in done]
@@ -287,9 +331,19 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
             continue
         db.update_eval(store, e.id, message=f"Loading {label}")
         loaded = load_model(ref, merge=True, device=default_device())
-        from backend.evals.generate import generate_answers
+        from backend.evals.generate import answers_with_tools, generate_answers
 
-        for idx, outs in generate_answers(loaded, [prompts[i] for i in todo], spec.generation):
+        if spec.chat_template != MODEL_TEMPLATE:
+            loaded.tokenizer.chat_template = template_text(spec.chat_template)
+        if tools:
+            from backend.data.templates import use_tool_parser
+
+            use_tool_parser(loaded.tokenizer, spec.chat_template)
+            batches = answers_with_tools(loaded, [prompts[i] for i in todo], spec.generation, tools,
+                                         spec.max_tool_calling_iterations)
+        else:
+            batches = generate_answers(loaded, [prompts[i] for i in todo], spec.generation)
+        for idx, outs in batches:
             rows = [todo[j] for j in idx]
             flat_rows = [r for r, k_answers in zip(rows, outs) for _ in k_answers]
             flat_answers = [a for k_answers in outs for a in k_answers]
@@ -306,6 +360,7 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
             answers = []
             for j, (r, text) in enumerate(zip(flat_rows, flat_answers)):
                 k = samples[r] = samples.get(r, -1) + 1
+                text = trajectory_text(text) if tools else text  # scored as messages, stored as the exchange
                 ref_value = references[r] if references else None
                 answers.append(Answer(m, r, k, prompts[r], None if ref_value is None else _as_text(ref_value), text,
                                       {n: v[j] for n, v in scores.items()},

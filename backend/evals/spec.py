@@ -1,4 +1,5 @@
-"""What an evaluation is asked to do: models, an evaluation set, scorers and generation settings.
+"""What an evaluation is asked to do: models, an evaluation set, scorers and generation settings, and the tools the
+models may call while they answer.
 
 Pydantic only (no torch), like the run config: the CLI, the UI and the job check a spec before anything
 loads. A scorer is a reward source (any kind the run config takes, same params) or a reference-text metric.
@@ -10,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from backend.data.templates import MODEL_TEMPLATE, TEMPLATE_NAMES  # plain data
 from backend.rewards.spec import SOURCE_KINDS, RewardSourceConfig
+from backend.tools.spec import ToolConfig, ToolList, check_names
 
 # Reference-text metrics: name → (title, what it measures). Scores are 0..1 so every column reads the same way.
 METRICS = {
@@ -23,6 +26,9 @@ SCORER_KINDS = (*SOURCE_KINDS, *METRICS)
 # Where no prompt / reference column is named, the first of these the set has is used.
 PROMPT_COLUMNS = ("prompt", "question", "instruction", "input", "query", "problem")
 REFERENCE_COLUMNS = ("answer", "completion", "reference", "output", "solution", "response", "chosen")
+# With tools, the tool use of each model sits next to its scores: kind → column. Added with weight 0 where the spec
+# has no scorer of the kind, so they show what the models did without judging them.
+TOOL_FIGURES = {"tool_used": "used_tool", "tool_calls": "tool_calls", "tool_errors": "tool_errors"}
 
 
 class EvalError(ValueError):
@@ -121,6 +127,17 @@ class EvalSpec(BaseModel):
     limit: int | None = Field(None, ge=1, le=1_000_000, title="Row limit",
                               description="Evaluate the first N rows; empty: all.")
     generation: Generation = Field(default_factory=Generation)
+    tools: ToolList = Field(default_factory=list, title="Tools",
+                            description="Tools every model may call while it answers, as in a GRPO run's `tools`; "
+                                        "each answer is then the whole exchange, scored on its final answer and "
+                                        "its calls.")
+    chat_template: Literal[TEMPLATE_NAMES] = Field(
+        MODEL_TEMPLATE, title="Chat template",
+        description="The chat template every model's tokenizer gets for the evaluation; model: each model's own. "
+                    "With tools it must carry tool calls (chatml-tools for ChatML models without one).")
+    max_tool_calling_iterations: int = Field(4, ge=1, le=100, title="Tool-calling turns",
+                                             description="With tools: at most this many rounds of tool calls and "
+                                                         "results before the final answer.")
 
     @model_validator(mode="before")
     @classmethod
@@ -128,6 +145,20 @@ class EvalSpec(BaseModel):
         if isinstance(data, dict) and data.get("limit") == 0:
             raise ValueError("limit: 0 rows evaluates nothing; give at least 1, or leave it empty for every row")
         return data
+
+    @model_validator(mode="after")
+    def _tool_figures(self):
+        if problems := check_names(self.tools):
+            raise ValueError(problems[0])
+        if self.tools:
+            kinds = {s.type for s in self.scorers}
+            self.scorers += [ScorerConfig(type=kind, name=name, weight=0.0)
+                             for kind, name in TOOL_FIGURES.items() if kind not in kinds]
+        return self
+
+    def is_tool_figure(self, scorer: ScorerConfig) -> bool:
+        """A tool-use figure added for the tools (it judges nothing: no share in win rates)."""
+        return bool(self.tools) and TOOL_FIGURES.get(scorer.type) == scorer.name and scorer.weight == 0
 
 
 def scorer_names(scorers: list[ScorerConfig]) -> list[str]:
@@ -171,6 +202,33 @@ def parse_scorer(text: str) -> ScorerConfig:
     key = {"regex": "pattern", "blocklist": "keywords", "reward_model": "model", "python": "file",
            "length": "target", "repetition": "n"}.get(kind, "column")
     return ScorerConfig(type=kind, params={key: value})
+
+
+def parse_tool(text: str) -> ToolConfig:
+    """The CLI's short form: `calculator`, `search:folder=docs,top_k=5` (`name=` and `timeout_s=` set the tool's
+    own fields, the rest are params), or a YAML / JSON mapping."""
+    import yaml
+
+    text = text.strip()
+    try:
+        return ToolConfig.model_validate(yaml.safe_load(text) if text.startswith("{") else _tool_fields(text))
+    except ValidationError as e:
+        raise ValueError("; ".join(validation_errors(e))) from None
+
+
+def _tool_fields(text: str) -> dict:
+    kind, _, rest = text.partition(":")
+    fields: dict = {"type": kind.strip()}
+    for pair in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise ValueError(f"expected KIND or KIND:KEY=VALUE,... ('{pair}' has no =)")
+        key = key.strip()
+        if key in ("name", "timeout_s"):
+            fields[key] = value.strip()
+        else:
+            fields.setdefault("params", {})[key] = value.strip()
+    return fields
 
 
 def validation_errors(err: ValidationError) -> list[str]:
