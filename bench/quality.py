@@ -18,7 +18,7 @@ run never saw, greedy. One table at the end: task, base score, trained score, mi
         warm-up (presets/sft_calculator.yaml) and GRPO on from it (presets/grpo_calculator.yaml), both evaluated
         with the calculator as GRPO trains (its tools, chat template and tool-calling turns); prints the three side
         by side: right number, share of episodes calling the calculator, minutes of each stage.
-        target: after GRPO >= 80% right AND >= 80% of episodes calling the calculator
+        target: after GRPO >= 80% right AND >= 90% of episodes calling the calculator, within 20 minutes
 
   .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo,calculator] [--workspace DIR]
 """
