@@ -88,18 +88,7 @@ def _spec_data(args) -> dict:
                              "seed": args.seed}.items() if v is not None}
     if args.sample:
         gen["do_sample"] = True
-    scorers = []
-    for text in args.scorer:
-        try:
-            scorers.append(parse_scorer(text).model_dump())
-        except ValueError as e:
-            raise ValueError(f"--scorer {text}: {str(e).splitlines()[0]}") from None
-    tools = []
-    for text in args.tool:
-        try:
-            tools.append(parse_tool(text).model_dump())
-        except ValueError as e:
-            raise ValueError(f"--tool {text}: {str(e).splitlines()[0]}") from None
+    scorers, tools = _each("--scorer", args.scorer, parse_scorer), _each("--tool", args.tool, parse_tool)
     data = {"name": args.name, "models": models, "dataset": args.dataset, "prompt_column": args.prompt_column,
             "reference_column": args.reference_column, "scorers": scorers, "limit": args.limit, "generation": gen}
     extra = {"tools": tools, "chat_template": args.chat_template, "max_tool_calling_iterations": args.tool_turns}
@@ -227,3 +216,14 @@ def show_eval(store, e, as_json: bool, n_examples: int, predictions: str | None)
               f"  A: {x['A'][:300]}\n     {x['scores A']}" +
               (f"\n  B: {x['B'][:300]}\n     {x['scores B']}" if len(labels) > 1 else ""))
     return 0
+
+
+def _each(flag: str, texts: list[str], parse) -> list[dict]:
+    """Each given option parsed, a refusal naming the option as typed."""
+    out = []
+    for text in texts:
+        try:
+            out.append(parse(text).model_dump())
+        except ValueError as e:
+            raise ValueError(f"{flag} {text}: {str(e).splitlines()[0]}") from None
+    return out

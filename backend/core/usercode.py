@@ -39,6 +39,17 @@ class UserCodeTimeout(UserCodeError):
     """A call took longer than its limit; the child that ran it was killed."""
 
 
+def in_workspace(given: str | Path, workspace: str | Path) -> tuple[Path, Path]:
+    """(the real path of `given`, relative to the workspace or absolute, links followed; the workspace's real
+    path); ValueError when it lies outside the workspace (the callers say what they only read there)."""
+    root = Path(workspace).resolve()
+    path = Path(given).expanduser()
+    real = (path if path.is_absolute() else root / path).resolve()
+    if not real.is_relative_to(root):
+        raise ValueError(f"{given} is outside the workspace {root}")
+    return real, root
+
+
 def read_source(path: Path) -> str:
     """The file's text; UserCodeError naming the first byte that is not UTF-8."""
     try:

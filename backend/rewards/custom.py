@@ -12,7 +12,7 @@ import ast
 import math
 from pathlib import Path
 
-from backend.core.usercode import UserCodeError, UserCodeTimeout, UserFunction, read_source
+from backend.core.usercode import UserCodeError, UserCodeTimeout, UserFunction, in_workspace, read_source
 from backend.rewards.base import RewardFunction, RewardSourceError
 
 
@@ -27,12 +27,11 @@ class RewardTimeout(RewardFunctionError):
 def workspace_file(file: str, workspace: Path) -> Path:
     """The real path of `file` (relative to the workspace, or absolute), refused unless it is a .py file
     inside the workspace."""
-    root = Path(workspace).resolve()
-    path = Path(file).expanduser()
-    real = (path if path.is_absolute() else root / path).resolve()  # follows symlinks
-    if not real.is_relative_to(root):
-        raise RewardSourceError(f"python reward file {file} is outside the workspace {root}: custom reward code "
-                                "is only loaded from files you put in the workspace")
+    try:
+        real, root = in_workspace(file, workspace)
+    except ValueError as e:
+        raise RewardSourceError(f"python reward file {e}: custom reward code is only loaded from files you put in "
+                                "the workspace") from None
     if real.suffix != ".py":
         raise RewardSourceError(f"python reward file {file} is not a .py file")
     if not real.is_file():

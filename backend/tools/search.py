@@ -29,12 +29,13 @@ _STOPWORDS = frozenset(STOPWORDS_EN)
 def workspace_folder(folder: str | Path, workspace: Path) -> Path:
     """The real path of `folder` (relative to the workspace, or absolute), refused unless it is a folder inside
     the workspace."""
-    root = Path(workspace).resolve()
-    path = Path(folder).expanduser()
-    real = (path if path.is_absolute() else root / path).resolve()  # follows symlinks
-    if not real.is_relative_to(root):
-        raise ValueError(f"search folder {folder} is outside the workspace {root}: the search tool only reads "
-                         "documents you put in the workspace")
+    from backend.core.usercode import in_workspace
+
+    try:
+        real, root = in_workspace(folder, workspace)
+    except ValueError as e:
+        raise ValueError(f"search folder {e}: the search tool only reads documents you put in the workspace") \
+            from None
     if not real.is_dir():
         raise ValueError(f"search folder {folder} not found in the workspace {root}")
     return real
