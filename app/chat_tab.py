@@ -6,6 +6,10 @@ The logic is in backend/chat.py: its model cache holds the two selected models (
 the others) and `stream_replies` runs both generations in threads. The Send handler is a generator that Gradio
 iterates on a worker thread, so streaming never blocks the page or the other tabs. Each browser session keeps
 its conversations in a gr.State (ChatSession).
+
+A run trained with tools answers with them ("Use the run's tools", on by default, under its picker): each call
+shows as a small message titled with the call, its result inside, and the answer after; the conversation keeps the
+calls and results for the model's next turn.
 """
 from __future__ import annotations
 
@@ -41,8 +45,8 @@ DEFAULT_SOURCES = """\
 
 @dataclass
 class ChatSession:
-    """Per browser session: each side's conversation (plain {role, content} messages) and, for scoring, the
-    messages each side's last answer replied to."""
+    """Per browser session: each side's conversation ({role, content} messages; with tools, also the assistant's
+    `tool_calls` and the `tool` results) and, for scoring, the messages each side's last answer replied to."""
 
     histories: list[list[dict]] = field(default_factory=lambda: [[], []])
     asked: list[list[dict] | None] = field(default_factory=lambda: [None, None])
@@ -61,12 +65,80 @@ class ChatTab:
     refresh: tuple  # (fn, {inputs, outputs}) for opening the tab: the choices only (runs may have finished)
 
 
+def call_title(call: dict) -> str:
+    """A tool call as its message's title: → name(arg=value, ...), as the trajectory text writes it (an arrow every
+    font has)."""
+    from backend.rewards.trajectory import trajectory_text
+
+    return trajectory_text([{"role": "assistant", "tool_calls": [call]}])
+
+
+def chatbot_messages(history: list[dict], busy: bool = False, lang: str = i18n.DEFAULT) -> list[dict]:
+    """What a Chatbot shows of a conversation: the user's and the assistant's text as they are; each tool call
+    as a small message titled with the call and holding its result (a spinner while it runs; a call left at the
+    limit of rounds says it was not run); the answer as the assistant's message."""
+    out, waiting = [], []  # calls shown whose result has not come yet
+
+    def settle():  # calls of an earlier round that got no result: the loop stopped before running them
+        for m in waiting:
+            m["content"] = i18n.text("chat.tool_not_run", lang)
+        waiting.clear()
+
+    for m in history:
+        role = m["role"]
+        if role == "tool":
+            if waiting:
+                shown_call = waiting.pop(0)
+                result = str(m["content"])
+                shown_call["content"] = f"```\n{result}\n```" if "\n" in result else result
+                shown_call["metadata"].pop("status", None)
+            continue
+        if role == "user" or m.get("tool_calls"):
+            settle()
+        if role != "assistant" or not m.get("tool_calls"):
+            out.append({"role": role, "content": m["content"]})
+            continue
+        if (m["content"] or "").strip():  # what the model wrote before its calls
+            out.append({"role": "assistant", "content": m["content"]})
+        for call in m["tool_calls"]:
+            out.append({"role": "assistant", "content": "", "metadata": {"title": call_title(call)}})
+            waiting.append(out[-1])
+    if busy:
+        for m in waiting:
+            m["metadata"]["status"] = "pending"
+    else:
+        settle()
+    return out
+
+
 def shown(history: list[dict], busy: bool = False, lang: str = i18n.DEFAULT) -> list[dict]:
-    """What a Chatbot shows: the messages, with a placeholder while an answer has no text yet."""
-    out = [dict(m) for m in history]
-    if out and out[-1]["role"] == "assistant" and not out[-1]["content"].strip():
+    """What a Chatbot shows: the messages (tool calls inline), with a placeholder while an answer has no text
+    yet."""
+    out = chatbot_messages(history, busy, lang)
+    if out and out[-1]["role"] == "assistant" and "metadata" not in out[-1] and not out[-1]["content"].strip():
         out[-1]["content"] = "…" if busy else i18n.text("chat.empty_answer", lang)
     return out
+
+
+def last_turn(history: list[dict]) -> str | list[dict]:
+    """The last answer, to score: its text, or with tools the turn's messages (calls, results, the answer)."""
+    start = max((i for i, m in enumerate(history) if m["role"] == "user"), default=-1) + 1
+    turn = history[start:]
+    return turn[0]["content"] if len(turn) == 1 and not turn[0].get("tool_calls") else turn
+
+
+def tools_note(tools: chat.ChatTools | None, lang: str = i18n.DEFAULT) -> str:
+    """Which tools a side's run calls, under its "Use the run's tools" box."""
+    if tools is None:
+        return ""
+    return i18n.text("chat.tools_info", lang, names=", ".join(tools.names), template=tools.template,
+                     rounds=tools.max_iterations)
+
+
+def tools_box(tools: chat.ChatTools | None, lang: str = i18n.DEFAULT, reset: bool = True):
+    """The "Use the run's tools" box for a side's model: shown (and on) only for a run with tools."""
+    more = {"value": True} if reset else {}
+    return gr.update(visible=tools is not None, info=tools_note(tools, lang) or None, **more)
 
 
 def bot_label(side: int, spec: ModelRef | None) -> str:
@@ -78,8 +150,9 @@ def reply_stats(label: str, r: chat.Reply | None, lang: str = i18n.DEFAULT) -> s
         return ""
     if r.error:  # the error itself is the backend's, in English
         return i18n.text("chat.reply_failed", lang, side=label, error=html.escape(r.error))
-    return i18n.text("chat.reply_done" if r.done else "chat.reply_writing", lang, side=label, tokens=r.tokens,
-                     speed=r.tokens_per_second)
+    stats = i18n.text("chat.reply_done" if r.done else "chat.reply_writing", lang, side=label, tokens=r.tokens,
+                      speed=r.tokens_per_second)
+    return stats + (i18n.text("chat.reply_calls", lang, n=r.calls) if r.messages is not None else "")
 
 
 def sources_yaml(configs) -> str:
@@ -137,13 +210,16 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
     session = gr.State(ChatSession())
     t(gr.Markdown(elem_classes=["wb-intro"]), "chat.intro", "value")
     choices = chat.model_choices(store)
-    pickers, bots = [], []
+    pickers, bots, use_tools = [], [], []
     with gr.Row(equal_height=False):
         for i, side in enumerate(SIDES):
             with gr.Column(min_width=320):
                 pickers.append(t(gr.Dropdown(choices=choices, value=None, allow_custom_value=True, filterable=True,
                                              elem_id=f"chat-model-{side.lower()}"),
                                  "chat.model", info="chat.model_help", fmt={"side": side}))
+                # the info (which tools) is set with the model; only a run with tools shows the box
+                use_tools.append(t(gr.Checkbox(value=True, visible=False, elem_id=f"chat-tools-{side.lower()}"),
+                                   "chat.use_tools"))
                 bots.append(t(gr.Chatbot(label=side, elem_id=f"chat-{side.lower()}", height=420, buttons=["copy"],
                                          feedback_options=None), placeholder="chat.answers_here", fmt={"side": side}))
     with gr.Row(equal_height=False, elem_classes=["wb-bottom"]):
@@ -194,9 +270,12 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
                 errors.append(f"{i18n.text('chat.model', lang, side=side)}: {e}")
         return specs, errors
 
+    def tools_of(spec: ModelRef | None) -> chat.ChatTools | None:
+        return chat.run_tools(spec, workspace)
+
     def on_model(side: int):
-        """A person picked another model for one side: a new conversation there, and the models no longer
-        selected leave memory."""
+        """A person picked another model for one side: a new conversation there, its run's tools offered (on),
+        and the models no longer selected leave memory."""
         def handler(value_a, value_b, s: ChatSession, request: gr.Request = None):
             lang = i18n.lang_of(request)
             specs, errors = specs_of([value_a, value_b], lang)
@@ -208,7 +287,8 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
             msg = error_markdown(errors, i18n.text("chat.cannot_use", lang), lang) if errors else \
                 (i18n.text("chat.picked", lang, side=SIDES[side], name=html.escape(s.labels[side])) + note
                  if specs[side] else note.strip())
-            return {bots[side]: gr.update(value=[], label=bot_label(side, specs[side])), status: msg, session: s}
+            return {bots[side]: gr.update(value=[], label=bot_label(side, specs[side])), status: msg, session: s,
+                    use_tools[side]: tools_box(tools_of(specs[side]), lang)}
         return handler
 
     def on_send(values: dict, request: gr.Request = None):
@@ -230,9 +310,11 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
         except ChatError as e:
             yield {status: error_markdown([str(e)], i18n.text("chat.cannot_send", lang), lang)}
             return
-        asked = [chat.conversation(values[system], s.histories[i], text) if sp else None
+        tools = [tools_of(sp) if values[box] else None for sp, box in zip(specs, use_tools)]
+        asked = [chat.conversation(values[system], s.histories[i], text, tools=tools[i] is not None) if sp else None
                  for i, sp in enumerate(specs)]
         s.labels = [sp.label if sp else "" for sp in specs]
+        before = list(s.histories)  # each side's conversation before this turn, to go back to if it fails
         for i, sp in enumerate(specs):
             if sp:
                 s.histories[i] = s.histories[i] + [{"role": "user", "content": text},
@@ -252,21 +334,19 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
                     yield page(True, i18n.text("chat.loading", lang, side=SIDES[i], name=html.escape(sp.label)),
                                prompt_text="")
                 loaded.append(chat.MODELS.get(sp) if sp else None)
-            jobs = [(m, a) if m else None for m, a in zip(loaded, asked)]
+            jobs = [(m, a, tl) if m else None for m, a, tl in zip(loaded, asked, tools)]
             replies = []
             yield page(True, i18n.text("chat.writing", lang), prompt_text="")
             for replies in chat.stream_replies(jobs, sampling, min_interval=0.1,
                                                interval_per_kchar=UPDATE_S_PER_KCHAR):
                 for i, r in enumerate(replies):
-                    if r is not None:
-                        s.histories[i][-1]["content"] = r.text  # kept as far as it got if Stop is pressed
+                    if r is not None:  # kept as far as it got if Stop is pressed
+                        s.histories[i] = before[i] + [{"role": "user", "content": text}, *r.turn]
                 yield page(True, " · ".join(x for x in (reply_stats(SIDES[i], r, lang)
                                                         for i, r in enumerate(replies)) if x), prompt_text="")
         except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
             log.exception("chat generation failed")
-            for i, sp in enumerate(specs):
-                if sp:
-                    s.histories[i] = s.histories[i][:-2]
+            s.histories = before
             s.asked = previous
             yield page(False, error_markdown([str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"],
                                              i18n.text("chat.generation_failed", lang), lang), prompt_text=text)
@@ -276,7 +356,7 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
             if r is None:
                 continue
             if r.error:  # not kept: the next turn should not build on a broken answer
-                s.histories[i] = s.histories[i][:-2]
+                s.histories[i] = before[i]
                 s.asked[i] = previous[i]
                 failed.append(i)
         stats = " · ".join(x for x in (reply_stats(SIDES[i], r, lang) for i, r in enumerate(replies)) if x)
@@ -300,7 +380,7 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
             from backend.rewards.spec import reward_weights
 
             result = chat.score_replies(configs, [s.asked[i] for i in sides],
-                                        [s.histories[i][-1]["content"] for i in sides], workspace,
+                                        [last_turn(s.histories[i]) for i in sides], workspace,
                                         parse_columns(columns_text))
         except ValueError as e:  # ChatError, RewardSourceError
             return error_markdown([str(e)], cannot, lang)
@@ -331,19 +411,22 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
             return {scores: i18n.text("chat.train_no_sources", lang)}
         return {sources: sources_yaml(configs), scores: i18n.text("chat.copied_train", lang)}
 
-    def on_load(value_a, value_b):
-        """A fresh page: the choices, the base model on the left and the newest run's adapter on the right."""
+    def on_load(value_a, value_b, request: gr.Request = None):
+        """A fresh page: the choices, the base model on the left and the newest run's adapter on the right (with
+        its tools, if it has any)."""
         opts = chat.model_choices(store)
         values = [v for _, v in opts]
         runs = [v for v in values if v.startswith(chat.RUN_PREFIX)]
         a = value_a or (values[0] if values else None)
         b = value_b or (runs[0] if runs else None)
         specs, _ = specs_of([a, b])
+        lang = i18n.lang_of(request)
         return ({pickers[0]: gr.update(choices=opts, value=a), pickers[1]: gr.update(choices=opts, value=b),
                  from_run: gr.update(choices=run_source_choices(store))}
-                | {bot: gr.update(label=bot_label(i, sp)) for i, (bot, sp) in enumerate(zip(bots, specs))})
+                | {bot: gr.update(label=bot_label(i, sp)) for i, (bot, sp) in enumerate(zip(bots, specs))}
+                | {box: tools_box(tools_of(sp), lang) for box, sp in zip(use_tools, specs)})
 
-    def on_refresh(value_b, s: ChatSession):
+    def on_refresh(value_b, s: ChatSession, request: gr.Request = None):
         """Opening the tab: the choices, and model B follows the newest run (one just finished) until a person
         picks B or talks to it."""
         opts = chat.model_choices(store)
@@ -354,15 +437,17 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
             specs, _ = specs_of([None, newest])
             s.labels[1] = specs[1].label if specs[1] else ""
             out |= {pickers[1]: gr.update(choices=opts, value=newest),
-                    bots[1]: gr.update(label=bot_label(1, specs[1])), session: s}
+                    bots[1]: gr.update(label=bot_label(1, specs[1])), session: s,
+                    use_tools[1]: tools_box(tools_of(specs[1]), i18n.lang_of(request))}
         return out
 
     # ---- wiring ----
 
     for i, picker in enumerate(pickers):
-        picker.input(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session],
+        picker.input(on_model(i), [pickers[0], pickers[1], session], [bots[i], status, session, use_tools[i]],
                       show_progress="hidden")
-    sent = gr.on([send.click, prompt.submit], on_send, {*pickers, system, prompt, max_new, temperature, top_p, session},
+    sent = gr.on([send.click, prompt.submit], on_send,
+                 {*pickers, *use_tools, system, prompt, max_new, temperature, top_p, session},
                  [*bots, status, prompt, session], concurrency_limit=2, concurrency_id="chat", show_progress="hidden")
     def on_stop(request: gr.Request = None):
         return i18n.text("chat.stopped", i18n.lang_of(request))
@@ -373,7 +458,7 @@ def build(store: RunStore, train_sources=None, words=None, ui_password: str | No
     from_run.change(on_run_sources, from_run, [sources, scores], show_progress="hidden")
     if train_sources is not None:
         use_train.click(on_train_sources, set(train_sources.inputs), [sources, scores], show_progress="hidden")
-    refresh_io = dict(inputs=[pickers[1], session], outputs=[*pickers, from_run, bots[1], session])
+    refresh_io = dict(inputs=[pickers[1], session], outputs=[*pickers, from_run, bots[1], session, use_tools[1]])
     refresh.click(on_refresh, **refresh_io, show_progress="hidden")
-    return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots])),
+    return ChatTab(load=(on_load, dict(inputs=pickers, outputs=[*pickers, from_run, *bots, *use_tools])),
                    refresh=(on_refresh, refresh_io))

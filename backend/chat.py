@@ -7,16 +7,24 @@ model cache; the chat lets go of those no longer selected, so a model loads once
 text into one stream of snapshots, so one UI event shows both answers growing at once without blocking anything
 else. Reward sources score the answers through `backend.rewards.score_completions`, as in training.
 
+A run trained with tools (its config's `tools`) chats with them: its answer goes through the same tool loop as
+evaluation (`backend.tools.loop.answer_with_tools`), with the run's chat template and its limit of tool-calling
+rounds; each call and its result are reported as they happen, and the turn's messages (calls, results, the answer)
+stay in the conversation so the model sees them on the next turn.
+
 No gradio here; torch and transformers load only when a model does.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import queue
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from backend.core.mode_registry import modes_where
 from backend.models import MODELS as MODEL_CACHE
@@ -148,10 +156,20 @@ class Sampling:
                     top_p=float(self.top_p))
 
 
-def conversation(system: str | None, history: list[dict], prompt: str | None = None) -> list[dict]:
-    """The messages a model sees: the system prompt (if any), the earlier turns, the new user prompt."""
+_TOOL_KEYS = ("tool_calls", "name")  # what a tool turn's messages carry besides role and content
+
+
+def conversation(system: str | None, history: list[dict], prompt: str | None = None,
+                 tools: bool = False) -> list[dict]:
+    """The messages a model sees: the system prompt (if any), the earlier turns, the new user prompt. With
+    `tools`, earlier calls and results stay as they were; without, only the text of the turns (a model chatting
+    without tools is shown no calls it cannot read)."""
     messages = [{"role": "system", "content": system.strip()}] if system and system.strip() else []
-    messages += [{"role": m["role"], "content": m["content"]} for m in history if m["role"] in ("user", "assistant")]
+    for m in history:
+        if tools and m["role"] in ("user", "assistant", "tool"):
+            messages.append({"role": m["role"], "content": m["content"], **{k: m[k] for k in _TOOL_KEYS if k in m}})
+        elif m["role"] in ("user", "assistant") and not (m.get("tool_calls") and not m["content"]):
+            messages.append({"role": m["role"], "content": m["content"]})
     if prompt is not None:
         messages.append({"role": "user", "content": prompt})
     return messages
@@ -166,6 +184,69 @@ def prompt_inputs(tokenizer, messages: list[dict]):
     return tokenizer(text, return_tensors="pt")
 
 
+# ---- tools: a run trained with them chats with them ----
+
+@dataclass
+class ChatTools:
+    """A run's tools as the chat uses them: the run's `tools`, the chat template it showed them through and its
+    limit of tool-calling rounds, so the model is talked to the way it was trained."""
+
+    run_id: str
+    configs: list  # backend.tools.ToolConfig
+    template: str  # data.chat_template
+    max_iterations: int
+    workspace: Path
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.configs]
+
+
+def run_tools(ref: ModelRef | None, workspace: str | Path) -> ChatTools | None:
+    """The tools of the run a chat model is (its config's `tools`); None for any other model or a run without."""
+    run = ref.run if ref is not None else None
+    if run is None or not run.config.tools:
+        return None
+    c = run.config
+    return ChatTools(run.id, list(c.tools), c.data.chat_template, c.rl.max_tool_calling_iterations, Path(workspace))
+
+
+def tool_tokenizer(tokenizer, template: str):
+    """The model's tokenizer as the run used it: its chat template, reading tool calls back. A copy: the cached
+    one serves the other side and the API unchanged, and the loop pads and encodes without the model's encode
+    lock."""
+    from backend.data.templates import template_text, use_tool_parser
+
+    tokenizer = copy.deepcopy(tokenizer)  # ~0.1 s: a shallow copy would share the fast tokenizer's padding state
+    if (text := template_text(template)) is not None:
+        tokenizer.chat_template = text
+    use_tool_parser(tokenizer, template)
+    return tokenizer
+
+
+def _reporting(fn: Callable, report: Callable) -> Callable:
+    """`fn` (a tool) telling `report` of each call as it starts (name, arguments, None) and ends (…, result); the
+    same name, signature and docstring, so the template shows the model the same schema."""
+    @functools.wraps(fn)
+    def tool(**arguments):
+        report(fn.__name__, arguments, None)
+        try:
+            result = fn(**arguments)
+        except Exception as e:
+            report(fn.__name__, arguments, str({"error": str(e)}))  # what the loop answers the model
+            raise
+        report(fn.__name__, arguments, str(result))
+        return result
+
+    return tool
+
+
+def call_message(name: str, arguments: dict) -> dict:
+    """An assistant message making one call, in the shape the tool loop and TRL write."""
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
 # ---- streaming ----
 
 @dataclass
@@ -176,10 +257,27 @@ class Reply:
     tokens: int = 0
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
+    # with tools: the calls made and their results so far (`text` is the round being written); once done, all the
+    # messages the tool loop added, the answer last. None: a plain answer.
+    messages: list[dict] | None = None
+    finished: bool = False  # `messages` are the loop's own
 
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def calls(self) -> int:
+        return sum(len(m.get("tool_calls") or ()) for m in self.messages or ())
+
+    @property
+    def turn(self) -> list[dict]:
+        """The messages this reply adds to its conversation: the answer, after any calls and results."""
+        if self.messages is None:
+            return [{"role": "assistant", "content": self.text}]
+        if self.finished:
+            return [dict(m) for m in self.messages]
+        return [*(dict(m) for m in self.messages), {"role": "assistant", "content": self.text}]
 
 
 def _streamer_class():
@@ -198,9 +296,15 @@ def _streamer_class():
             super().put(value)
 
         def on_finalized_text(self, text: str, stream_end: bool = False):
-            self.events.put((self.side, text, stream_end, None, self.tokens))
+            self.events.put((self.side, text, stream_end, None, self.tokens, None))
 
-    return SideStreamer
+    class ToolStreamer(SideStreamer):
+        """The tool loop generates once per round: a round's end is not the answer's (the loop's return is)."""
+
+        def on_finalized_text(self, text: str, stream_end: bool = False):
+            self.events.put((self.side, text, False, None, self.tokens, None))
+
+    return SideStreamer, ToolStreamer
 
 
 def _stop_criteria(stop: threading.Event):
@@ -224,30 +328,62 @@ def _generate(loaded: LoadedModel, messages: list[dict], sampling: Sampling, str
             loaded.model.generate(**inputs, streamer=streamer, pad_token_id=loaded.tokenizer.pad_token_id,
                                   stopping_criteria=_stop_criteria(stop), **sampling.generate_kwargs())
     except Exception as e:  # noqa: BLE001 - the UI shows it on that side; the other side goes on
-        events.put((side, "", True, f"{type(e).__name__}: {e}", streamer.tokens))
+        events.put((side, "", True, f"{type(e).__name__}: {e}", streamer.tokens, None))
 
 
-def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | None], sampling: Sampling,
-                   min_interval: float = 0.05, interval_per_kchar: float = 0.0) -> Iterator[list[Reply | None]]:
-    """Generate an answer to each (model, messages) job at once, one thread each; yields snapshots of every
-    reply (None for a None job) as text arrives, and a last one when all are done. Snapshots are at least
-    `min_interval` s apart, plus `interval_per_kchar` s per 1000 characters written so far (at most 1 s): a
-    browser re-renders each answer in full on every update, so a long answer must update less often or the page
-    falls behind. Closing the iterator early (the page went away) stops the generation threads at their next
-    token."""
+def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatTools, sampling: Sampling, streamer,
+                         stop: threading.Event, events: queue.Queue, side: int) -> None:
+    """One answer through the tool loop; each call is reported as it starts and ends, the loop's messages last."""
+    from backend.tools import build_tools
+    from backend.tools.loop import answer_with_tools
+
+    def report(name, arguments, result):
+        events.put((side, "", False, None, streamer.tokens, {"call": (name, arguments), "result": result}))
+
+    try:
+        tokenizer = tool_tokenizer(loaded.tokenizer, tools.template)
+        functions = [_reporting(fn, report) for fn in build_tools(tools.configs, tools.workspace)]
+        kwargs = sampling.generate_kwargs()
+        max_new_tokens = kwargs.pop("max_new_tokens")
+        if not kwargs["do_sample"]:  # as the loop's own greedy setting: no warnings about unused sampling values
+            kwargs |= dict(temperature=None, top_p=None, top_k=None)
+        # one conversation: a streamer takes it, and Stop ends the round being written (the next ends at once)
+        kwargs |= dict(streamer=streamer, stopping_criteria=_stop_criteria(stop))
+        [added] = answer_with_tools(loaded.model, tokenizer, [messages], functions, max_new_tokens,
+                                    tools.max_iterations, kwargs)
+        events.put((side, "", True, None, streamer.tokens, {"messages": added}))
+    except Exception as e:  # noqa: BLE001 - as _generate: said on that side
+        events.put((side, "", True, f"{type(e).__name__}: {e}", streamer.tokens, None))
+
+
+def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | tuple[LoadedModel, list[dict], ChatTools | None]
+                                | None], sampling: Sampling, min_interval: float = 0.05,
+                   interval_per_kchar: float = 0.0) -> Iterator[list[Reply | None]]:
+    """Generate an answer to each (model, messages[, tools]) job at once, one thread each; yields snapshots of
+    every reply (None for a None job) as text arrives, and a last one when all are done. A job with tools answers
+    through the tool loop: its reply's `messages` gain each call as it starts and its result as it ends.
+    Snapshots are at least `min_interval` s apart, plus `interval_per_kchar` s per 1000 characters written so far
+    (at most 1 s): a browser re-renders each answer in full on every update, so a long answer must update less
+    often or the page falls behind. Closing the iterator early (the page went away) stops the generation threads
+    at their next token."""
     sampling.check()
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
-    SideStreamer = _streamer_class()
-    replies = [Reply() if job else None for job in jobs]
+    SideStreamer, ToolStreamer = _streamer_class()
+    tools = [job[2] if job is not None and len(job) > 2 else None for job in jobs]
+    replies = [Reply(messages=[] if tools[i] else None) if job else None for i, job in enumerate(jobs)]
     threads = []
     for side, job in enumerate(jobs):
         if job is None:
             continue
-        loaded, messages = job
-        streamer = SideStreamer(loaded.tokenizer, side, events)
-        t = threading.Thread(target=_generate, args=(loaded, messages, sampling, streamer, stop, events, side),
-                             daemon=True, name=f"chat-generate-{side}")
+        loaded, messages = job[:2]
+        if tools[side]:
+            target = _generate_with_tools
+            args = (loaded, messages, tools[side], sampling, ToolStreamer(loaded.tokenizer, side, events))
+        else:
+            target, args = _generate, (loaded, messages, sampling, SideStreamer(loaded.tokenizer, side, events))
+        t = threading.Thread(target=target, args=(*args, stop, events, side), daemon=True,
+                             name=f"chat-generate-{side}")
         t.start()
         threads.append(t)
     pending = {i for i, r in enumerate(replies) if r is not None}
@@ -268,13 +404,22 @@ def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | None], sampling: 
                     events_now.append(events.get_nowait())
                 except queue.Empty:
                     break
-            for side, text, end, error, tokens in events_now:
+            for side, text, end, error, tokens, tool in events_now:
                 r = replies[side]
                 r.text += text
                 r.tokens = tokens
                 r.seconds = time.time() - r.started
                 if error:
                     r.error = error
+                if tool and "messages" in tool:  # the loop's own messages: the answer is the last one's text
+                    r.messages, r.finished = tool["messages"], True
+                    final = r.messages[-1] if r.messages else {}
+                    r.text = "" if final.get("tool_calls") else final.get("content") or ""
+                elif tool and tool["result"] is None:  # a call starts: the round's text was that call
+                    r.messages.append(call_message(*tool["call"]))
+                    r.text = ""
+                elif tool:
+                    r.messages.append({"role": "tool", "name": tool["call"][0], "content": tool["result"]})
                 if end and not r.done:
                     r.done = True
                     pending.discard(side)
@@ -290,10 +435,11 @@ def stream_replies(jobs: list[tuple[LoadedModel, list[dict]] | None], sampling: 
 
 # ---- scoring answers with reward sources ----
 
-def score_replies(sources, messages: list[list[dict]], replies: list[str], workspace: str | Path,
+def score_replies(sources, messages: list[list[dict]], replies: list[str | list[dict]], workspace: str | Path,
                   columns: dict | None = None) -> dict:
     """Each reply scored as a training step would score it for its conversation (prompt messages):
-    {"sources": {name: [score, ...]}, "total": [...]}, one entry per reply."""
+    {"sources": {name: [score, ...]}, "total": [...]}, one entry per reply. A reply with tools is its turn's
+    messages (calls, results, answer), as GRPO hands a tool-calling completion to the trajectory sources."""
     from backend.rewards import score_completions, validate_sources
     from backend.rewards.spec import as_configs
 
@@ -305,5 +451,5 @@ def score_replies(sources, messages: list[list[dict]], replies: list[str], works
     problems = validate_sources(configs, ["prompt", *columns], workspace)
     if problems:
         raise ChatError("; ".join(problems))
-    completions = [[{"role": "assistant", "content": r}] for r in replies]
+    completions = [r if isinstance(r, list) else [{"role": "assistant", "content": r}] for r in replies]
     return score_completions(configs, messages, completions, workspace, **columns)
