@@ -636,17 +636,18 @@ class EvalSettings(_Section):
                                    "evaluation generates for every one).",
                        json_schema_extra=_meta("advanced"))
     generate: bool = Field(False, title="Generate at evaluation",
-                           description="SFT and the preference modes (DPO, KTO, ORPO, CPO, SimPO): at each evaluation "
-                                       "also answer the held-out prompts greedily (the first eval.limit) and score the "
-                                       "answers: ROUGE-L against the answer the set gives (SFT: the completion or last "
-                                       "assistant turn; DPO, ORPO, CPO, SimPO: chosen; KTO: completions labelled "
+                           description="SFT, GKD and the preference modes (DPO, KTO, ORPO, CPO, SimPO): at each "
+                                       "evaluation also answer the held-out prompts greedily (the first eval.limit) "
+                                       "and score the answers: ROUGE-L against the answer the set gives (SFT, GKD: "
+                                       "the completion or last assistant turn; DPO, ORPO, CPO, SimPO: chosen; KTO: "
+                                       "completions labelled "
                                        "good), logged as eval_rouge_l, and by the reward sources if any (eval_reward, "
                                        "eval_rewards/<source>/mean). GRPO, RLOO and PPO always do; an RM writes no "
                                        "answers (its evaluation scores held-out chosen above rejected: "
                                        "eval_accuracy).",
                            json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
     max_new_tokens: int = Field(64, ge=1, le=32768, title="Evaluation answer length",
-                                description="Generating at evaluation (SFT and the preference modes): the most tokens "
+                                description="Generating at evaluation (SFT, GKD and the preference modes): the most tokens "
                                             "per answer. RL modes answer as long as they train "
                                             "(rl.max_completion_length).",
                                 json_schema_extra=_meta("advanced", modes=list(GENERATING_EVAL_MODES)))
