@@ -40,9 +40,8 @@ def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: 
     sampling = sampling or dict(do_sample=False, temperature=None, top_p=None, top_k=None)
     added: list[list[dict]] = [[] for _ in conversations]
     active = list(range(len(conversations)))
-    eos = {tokenizer.eos_token_id, *([model.generation_config.eos_token_id] if isinstance(
-        getattr(model.generation_config, "eos_token_id", None), int) else
-        getattr(model.generation_config, "eos_token_id", None) or [])}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    eos = {tokenizer.eos_token_id, *(configured if isinstance(configured, list) else [configured])} - {None}
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     try:
