@@ -65,8 +65,8 @@ def wait_for_count(page, labeled, remaining):
 
 
 def wait_for_pair(page, timeout=180_000):
-    page.wait_for_function(f"() => ({PROMPT})()?.length > 0", timeout=timeout)
-    return prompt(page)
+    """The prompt shown, read in the same look that found one (a tick may redraw the card right after)."""
+    return page.wait_for_function(f"() => ({PROMPT})() || null", timeout=timeout).json_value()
 
 
 def press_and_wait(page, key):

@@ -29,8 +29,8 @@ def test_the_suggestion_shows_under_the_field_the_data_contradicts(ui_server, pa
         "() => document.querySelector('#memory-estimate').textContent")
 
     page.locator("#language").get_by_text("中文").click()  # the switch writes every help again: the line follows
-    page.wait_for_function(f"() => ({INFO})().includes('💡 建议：{suggested}')", timeout=30_000)
+    page.wait_for_function(f"() => ({INFO})().includes('💡 建议：{suggested}')", timeout=90_000)  # a loaded CI
     assert "suggested" not in page.evaluate(INFO)
 
     set_text(page, "rl-max_completion_length", suggested)  # the value agrees: the help alone, in the language
-    page.wait_for_function(f"() => !({INFO})().includes('💡') && ({INFO})().includes('token')", timeout=30_000)
+    page.wait_for_function(f"() => !({INFO})().includes('💡') && ({INFO})().includes('token')", timeout=90_000)
