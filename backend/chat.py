@@ -227,13 +227,15 @@ def tool_tokenizer(tokenizer, template: str):
 def _reporting(fn: Callable, report: Callable) -> Callable:
     """`fn` (a tool) telling `report` of each call as it starts (name, arguments, None) and ends (…, result); the
     same name, signature and docstring, so the template shows the model the same schema."""
+    from backend.tools.loop import tool_error
+
     @functools.wraps(fn)
     def tool(**arguments):
         report(fn.__name__, arguments, None)
         try:
             result = fn(**arguments)
         except Exception as e:
-            report(fn.__name__, arguments, str({"error": str(e)}))  # what the loop answers the model
+            report(fn.__name__, arguments, tool_error(e))  # what the loop answers the model
             raise
         report(fn.__name__, arguments, str(result))
         return result

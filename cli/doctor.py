@@ -14,12 +14,9 @@ def add_parsers(sub, common) -> None:
 
 
 def _words(key: str, lang: str, **values) -> str:
-    """`key`'s words from the UI's catalogues (locales/), read without app.i18n, which would load Gradio."""
-    from backend.core import locales
+    from backend.core.locales import ui_text  # not app.i18n: it would load Gradio
 
-    english = locales.catalogue("en")["ui"][key]
-    entry = locales.catalogue("zh")["ui"].get(key) if lang == "zh" else None
-    return (entry["text"] if entry else english).format(**values)
+    return ui_text(key, lang, **values)
 
 
 def _status_word(status: str, lang: str) -> str:

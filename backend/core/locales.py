@@ -38,6 +38,14 @@ def catalogue(lang: str, directory: Path | None = None) -> dict[str, dict]:
     return {section: dict(entries or {}) for section, entries in data.items()}
 
 
+def ui_text(key: str, lang: str, **values) -> str:
+    """`key`'s words from the `ui` section in `lang` (its English where there is no translation), filled in; for
+    processes without the app (the CLI): app/i18n.py serves the page the same words."""
+    entry = catalogue("zh").get("ui", {}).get(key) if lang == "zh" else None
+    words = entry["text"] if entry else catalogue("en")["ui"][key]
+    return words.format(**values) if values else words
+
+
 def check(english: dict[str, dict[str, str]], lang: str = "zh",
           directory: Path | None = None) -> dict[str, list[str]]:
     """How `lang`'s catalogue stands against `english` ({section: {key: English source}}): `stale`, the

@@ -160,8 +160,9 @@ def _tokenizer_source(ref) -> str:
 def template_problems(store: RunStore, spec: EvalSpec, refs: list, labels: list[str]) -> list[str]:
     """The tools made and tried (a dry call each), and the chat template fitting every model and, with tools,
     carrying their calls: a tokenizer per model, no weights."""
-    from backend.data.templates import template_problem, tool_template_problem
-    from backend.models import ModelError, load_tokenizer
+    from backend.data.templates import template_problem
+    from backend.models import ModelError
+    from backend.runs.preflight import tokenizer_tool_problem
     from backend.tools import validate_tools
 
     errors = validate_tools(spec.tools, store.workspace)
@@ -174,14 +175,8 @@ def template_problems(store: RunStore, spec: EvalSpec, refs: list, labels: list[
             continue
         if why := template_problem(spec.chat_template, Path(source) if Path(source).is_dir() else None):
             errors.append(f"{where}: {why}")
-        elif spec.tools:
-            try:
-                tokenizer = load_tokenizer(source, chat_template=template_text(spec.chat_template))
-            except ModelError as e:
-                errors.append(f"{where}: {e}")
-                continue
-            if why := tool_template_problem(tokenizer, spec.chat_template, label):
-                errors.append(f"{where}: {why.replace('data.chat_template', 'chat_template')}")
+        elif spec.tools and (why := tokenizer_tool_problem(source, spec.chat_template, label)):
+            errors.append(f"{where}: {why.replace('data.chat_template', 'chat_template')}")
     return errors
 
 

@@ -19,18 +19,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def tools_problems(config: RunConfig, tokenizer_source, workspace: Path) -> list[str]:
-    """The run's tools made and tried (a dry call each), and its chat template able to carry them."""
+def tokenizer_tool_problem(tokenizer_source, template_name: str, model: str) -> str | None:
+    """tool_template_problem for the tokenizer saved at `tokenizer_source` (no weights loaded), with the template
+    set; a tokenizer that cannot be read is said so."""
     from backend.data.templates import template_text, tool_template_problem
     from backend.models import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(tokenizer_source, chat_template=template_text(template_name))
+    except Exception as e:  # noqa: BLE001 - the model's own check says why it cannot be loaded
+        return f"the tokenizer could not be read to check its chat template ({e})"
+    return tool_template_problem(tokenizer, template_name, model)
+
+
+def tools_problems(config: RunConfig, tokenizer_source, workspace: Path) -> list[str]:
+    """The run's tools made and tried (a dry call each), and its chat template able to carry them."""
     from backend.tools import validate_tools
 
     errors = validate_tools(config.tools, workspace)
-    try:
-        tokenizer = load_tokenizer(tokenizer_source, chat_template=template_text(config.data.chat_template))
-    except Exception as e:  # noqa: BLE001 - the model's own check says why it cannot be loaded
-        return errors + [f"tools: the tokenizer could not be read to check its chat template ({e})"]
-    if why := tool_template_problem(tokenizer, config.data.chat_template, config.model):
+    if why := tokenizer_tool_problem(tokenizer_source, config.data.chat_template, config.model):
         errors.append(f"data.chat_template: {why}")
     return errors
 

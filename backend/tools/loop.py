@@ -11,6 +11,11 @@ import json
 from typing import Callable
 
 
+def tool_error(error: Exception) -> str:
+    """A failed call's result as TRL writes it for the model (the trajectory sources read it back so)."""
+    return str({"error": str(error)})
+
+
 def call_tool(tools: dict[str, Callable], call: dict) -> tuple[str, str]:
     """(tool name, result text) of one parsed call; a failure is the result {'error': ...}, never an exception."""
     function = call.get("function", call)
@@ -23,7 +28,7 @@ def call_tool(tools: dict[str, Callable], call: dict) -> tuple[str, str]:
             raise ValueError(f"Tool {name} not found.")
         return name, str(tools[name](**arguments))
     except Exception as e:  # noqa: BLE001 - the model reads what went wrong, as in training
-        return name, str({"error": str(e)})
+        return name, tool_error(e)
 
 
 def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: list[Callable], max_new_tokens: int,
