@@ -194,4 +194,3 @@ def tool_template_problem(tokenizer, template_name: str, model: str) -> str | No
     if template_name == TOOLS_TEMPLATE and not is_chat_template_prefix_preserving(tokenizer):
         return f"{TOOLS_TEMPLATE} renders turns differently as the conversation goes on"  # a guard on our own template
     return None
-
