@@ -418,25 +418,32 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
             return gr.skip()
         return {status: html, session: replace(sess, shown_status=html)}
 
-    def memory_line(config: RunConfig, lang: str) -> str:
+    def measured_memory(config: RunConfig):
+        """The memory estimate, or the ModelError that says why there is none."""
         from backend.models import ModelError
 
         try:
-            estimate = preflight.memory_estimate(config, workspace)
+            return preflight.memory_estimate(config, workspace)
         except ModelError as e:
-            return memory_markdown(None, why_not=str(e), lang=lang)
+            return e
+
+    def memory_line(estimate, lang: str) -> str:
+        if isinstance(estimate, Exception):
+            return memory_markdown(None, why_not=str(estimate), lang=lang)
         return memory_markdown(estimate.summary(i18n.memory_texts(lang)), estimate.fits, lang=lang)
 
-    def field_hints(config: RunConfig | None, lang: str) -> dict:
+    def measured_hints(config: RunConfig) -> dict:
+        """The data's suggestions by setting path ({} when the data is refused)."""
+        try:
+            return {s.path: s for s in data_suggestions(config, workspace)}
+        except Exception:  # noqa: BLE001 - advice only: a dataset the preview refuses says why there
+            log.debug("no data suggestions", exc_info=True)
+            return {}
+
+    def field_hints(found: dict, lang: str) -> dict:
         """Under each setting the data contradicts, its help then "💡 suggested: …"; every other setting a
         suggestion may name gets its help alone, so none stays once its value agrees, the data changed or the
-        settings do not validate (None). Form events only, never the poll: the measure is kept per model and data."""
-        found = {}
-        if config is not None:
-            try:
-                found = {s.path: s for s in data_suggestions(config, workspace)}
-            except Exception:  # noqa: BLE001 - advice only: a dataset the preview refuses says why there
-                log.debug("no data suggestions", exc_info=True)
+        settings do not validate. Form events only, never the poll: the measure is kept per model and data."""
         out = {}
         for path in SUGGESTED_PATHS:
             lines = [i18n.setting_text(path, lang)[1]]
@@ -446,13 +453,17 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         return out
 
     def on_memory(values: dict, request: gr.Request = None):
-        lang = i18n.lang_of(request)
         try:
             config = form.config_from(values)
         except ConfigError as e:
+            lang = i18n.lang_of(request)
             return {memory: memory_markdown(None, why_not=i18n.text("train.fix_first", lang, error=e.errors[0]),
-                                            lang=lang)} | field_hints(None, lang)
-        return {memory: memory_line(config, lang)} | field_hints(config, lang)
+                                            lang=lang)} | field_hints({}, lang)
+        estimate, found = measured_memory(config), measured_hints(config)
+        # the language is read once the measuring is done: a switch made meanwhile (whose own estimate may finish
+        # first) is the one this answer speaks
+        lang = i18n.lang_of(request)
+        return {memory: memory_line(estimate, lang)} | field_hints(found, lang)
 
     def on_cli(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)
@@ -461,7 +472,7 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
         except ConfigError as e:
             return {message: error_markdown(e.errors, i18n.text("train.cannot_command", lang), lang)}
         return {cli: gr.update(value=cli_command(config, shown_ws), visible=True), message: "",
-                memory: memory_line(config, lang)}
+                memory: memory_line(measured_memory(config), lang)}
 
     def on_save(values: dict, request: gr.Request = None):
         lang = i18n.lang_of(request)
