@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from app import i18n
+from app.forms import TOOLS_PLACEHOLDER, to_component_value, tools_from_text
 from app.choices import dataset_choices, generation_model_choices
 from app.eval_render import (EXAMPLES_CSS, dataset_note, eval_choices, examples_html, model_b_choices,
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
@@ -23,10 +24,12 @@ from app.formatting import error_markdown, status_text
 from app.tab_polls import TabPolls
 from backend import evals
 from backend.runs.checkpoints import checkpoints
+from backend.data.templates import TEMPLATE_NAMES
 from backend.runs.store import RUN_PREFIX, RunStore
 
 log = logging.getLogger(__name__)
 GEN = evals.Generation()  # the form's defaults are the schema's
+SPEC = evals.EvalSpec.model_fields
 
 
 
@@ -36,6 +39,9 @@ class EvalTab:
     dataset: gr.Dropdown
     scorers: gr.Textbox
     max_new_tokens: gr.Number
+    tools: gr.Textbox
+    chat_template: gr.Dropdown
+    tool_turns: gr.Number
     select: gr.Dropdown
 
 
@@ -91,6 +97,13 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     top_p = t(gr.Number(value=GEN.top_p), "common.top_p")
                     samples = t(gr.Number(value=GEN.samples, precision=0), "eval.samples")
                     seed = t(gr.Number(value=GEN.seed, precision=0), "common.seed")
+                with gr.Row():  # tools every model may call (a GRPO run's, filled in by its Evaluate)
+                    tools = t(gr.Textbox(placeholder=TOOLS_PLACEHOLDER, elem_id="eval-tools", scale=3), "eval.tools",
+                              info="eval.tools_help")
+                    chat_template = t(gr.Dropdown(list(TEMPLATE_NAMES), value=SPEC["chat_template"].default,
+                                                  elem_id="eval-chat-template"), "eval.chat_template")
+                    tool_turns = t(gr.Number(value=SPEC["max_tool_calling_iterations"].default, precision=0,
+                                             elem_id="eval-tool-turns"), "eval.tool_turns")
             name = t(gr.Textbox(elem_id="eval-name"), "eval.name")
             with gr.Row():
                 start = t(gr.Button(variant="primary", elem_id="eval-start"), "eval.start", "value")
@@ -115,9 +128,12 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     announced = gr.State(None)  # the evaluation the line under Start is about: it follows it to its end
 
     def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,
-                 name_v, request: gr.Request = None):
+                 tools_v, template_v, turns_v, name_v, request: gr.Request = None):
         lang = i18n.lang_of(request)
         cannot = i18n.text("eval.cannot_start", lang)
+        listed, tools_error = tools_from_text(tools_v)
+        if tools_error:
+            return {message: error_markdown([tools_error], cannot, lang), announced: None}
         try:
             data = {"name": name_v or "", "models": list(models_v or []), "dataset": dataset_v or "",
                     "prompt_column": prompt_v or "", "reference_column": ref_v or "",
@@ -125,7 +141,9 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     # an emptied box falls back to the schema's default (backend/evals/spec.py)
                     "generation": {k: v for k, v in {"max_new_tokens": mnt, "batch_size": bs, "do_sample": sample_v,
                                                      "temperature": t, "top_p": p, "samples": k_v,
-                                                     "seed": seed_v}.items() if v is not None}}
+                                                     "seed": seed_v}.items() if v is not None},
+                    "tools": listed, "chat_template": template_v or SPEC["chat_template"].default,
+                    **({"max_tool_calling_iterations": int(turns_v)} if turns_v else {})}
             if not data["models"]:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
@@ -201,7 +219,8 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
 
     view_outputs = [progress, results, explained, wins, other, table, shown, message]
     start.click(on_start, [models, dataset, prompt_column, reference_column, scorers, limit, max_new_tokens,
-                           batch_size, sample, temperature, top_p, samples, seed, name], [message, select, announced])
+                           batch_size, sample, temperature, top_p, samples, seed, tools, chat_template, tool_turns,
+                           name], [message, select, announced])
     stop.click(on_stop, select, [message, announced])
     for trigger in (select.change, category.change, other.input):
         trigger(on_view, [select, category, other, announced], view_outputs, show_progress="hidden")
@@ -213,7 +232,8 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     polls.add("evaluate", on_note, [models, dataset], note, show_progress="hidden")
     jsonl.click(download("jsonl"), select, [file, message, announced])
     parquet.click(download("parquet"), select, [file, message, announced])
-    return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, select=select)
+    return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, tools=tools,
+                   chat_template=chat_template, tool_turns=tool_turns, select=select)
 
 
 def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = i18n.DEFAULT) -> dict:
@@ -223,4 +243,5 @@ def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = 
     p = prefill(store, run_id)
     return {tab.models: gr.update(choices=model_options(store, lang), value=p["models"]),
             tab.dataset: gr.update(choices=dataset_options(store, lang), value=p["dataset"]),
-            tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"]}
+            tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"], tab.tools: to_component_value("tools", p["tools"]),
+            tab.chat_template: p["chat_template"], tab.tool_turns: p["tool_turns"]}

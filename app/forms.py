@@ -102,7 +102,7 @@ def _tools_text(tools: list) -> str:
     return yaml.safe_dump(shown, default_flow_style=True, sort_keys=False, width=10_000).strip()
 
 
-def _tools_from_text(text: str) -> tuple[list, str | None]:
+def tools_from_text(text: str) -> tuple[list, str | None]:
     import yaml
 
     if not (text or "").strip():
@@ -148,8 +148,11 @@ def build_component(path: str, **overrides) -> gr.Component:
     kw = dict(label=info.title or path, info=info.description, elem_id=elem_id(path),
               value=to_component_value(path, default_value(path)), visible=shown_for(path, default_value("mode")))
     ann = info.annotation
-    if (opts := choices(info)) is not None or "choices" in overrides:
-        kw.update(choices=opts, multiselect=get_origin(ann) is list or None)  # report_to: several of them
+    if suggested := (info.json_schema_extra or {}).get("suggestions"):  # a text setting with named examples
+        kw.update(choices=list(suggested), allow_custom_value=True, filterable=True)
+    if (opts := choices(info)) is not None or "choices" in overrides or suggested:
+        if opts is not None:
+            kw.update(choices=opts, multiselect=get_origin(ann) is list or None)  # report_to: several of them
         kw.update(overrides)
         return gr.Dropdown(**kw)
     if ann is bool:
@@ -379,7 +382,7 @@ def _data_from_values(values: Sequence) -> tuple[dict, list[str], set[str]]:
         elif ann is bool:
             value = bool(value)
         elif is_tool_list(path) and isinstance(value, str):
-            value, error = _tools_from_text(value)
+            value, error = tools_from_text(value)
             errors += [error] if error else []
         elif is_source_list(path) and isinstance(value, (list, tuple)):
             value, row_errors = reward_editor.parse_sources(value)

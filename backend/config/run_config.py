@@ -13,7 +13,7 @@ from backend.core.mode_registry import (ALL_MODES, EVAL_MODES, GENERATING_EVAL_M
                                         ModeSpec, mode_spec)
 from backend.reporting import REPORTERS, missing_packages  # no torch
 from backend.rewards.spec import RewardSourceList, gates  # pydantic only, no torch
-from backend.tools.spec import ToolList, check_names  # pydantic only
+from backend.tools.spec import BUILTIN_ENVIRONMENTS, ToolList, check_names, spec_problem  # pydantic only
 
 TOOL_MODES = ("grpo",)  # TRL 1.16's tool loop: GRPOTrainer only
 
@@ -184,6 +184,15 @@ class RunConfig(_Section):
                     "docs}}]. The chat template must carry tool calls (data.chat_template: chatml-tools for "
                     "ChatML models without one).",
         json_schema_extra=_meta("basic", modes=list(TOOL_MODES), trainer=False))
+    environment: str = Field(
+        "", title="Environment",
+        description="A class whose instance plays each episode: reset(**row) starts it from its dataset row, its "
+                    "public methods are tools the policy may call, get_reward() scores the episode (reward source "
+                    "kind: environment). Your own: envs/game.py:Game (a file in the workspace); shipped: "
+                    "guess_number (data: demo-guess-number). It runs in a process of its own, each call "
+                    "time-limited (rl.environment_timeout_s).",
+        json_schema_extra=_meta("basic", modes=list(TOOL_MODES), trainer=False,
+                                suggestions=sorted(BUILTIN_ENVIRONMENTS)))
 
     @property
     def spec(self) -> ModeSpec:
@@ -283,6 +292,7 @@ class RunConfig(_Section):
                              "grpo, or remove them")
         if problems := check_names(self.tools):
             raise ValueError(problems[0])
+        self._check_environment()
         costs = [i for i, s in enumerate(self.reward_sources) if s.is_cost]
         if costs and "constraint" not in sections:
             raise ValueError(f"reward_sources.{costs[0]}.role: {self.mode.upper()} runs keep no cost constraint "
@@ -291,6 +301,19 @@ class RunConfig(_Section):
             raise ValueError(f"reward_sources: {self.mode.upper()} runs learn nothing from reward sources; they "
                              "only score the answers generated at evaluation: turn on eval.generate, or remove them")
         return self
+
+    def _check_environment(self) -> None:
+        reads = [i for i, s in enumerate(self.reward_sources) if s.type == "environment"]
+        if not self.environment.strip():
+            if reads:
+                raise ValueError(f"reward_sources.{reads[0]}: an environment source scores with the run's "
+                                 "environment, and none is set: set environment, or use another kind")
+            return
+        if self.mode not in TOOL_MODES:
+            raise ValueError(f"environment: {self.mode.upper()} runs play no environment (TRL's environments are "
+                             "GRPO's); use mode: grpo, or clear it")
+        if problem := spec_problem(self.environment):
+            raise ValueError(problem)
 
     def _check_quantization(self) -> None:
         if self.quantization == "none":
@@ -321,7 +344,7 @@ class RunConfig(_Section):
             raise ValueError("eval.split: an evaluation dataset is given, so nothing is held out of the training "
                              "set; set eval.split to 0 or clear eval.dataset")
         if e.generate and self.spec.task == "seq_cls":
-            raise ValueError(f"eval.generate: a reward model writes no answers (it scores them); its evaluation "
+            raise ValueError("eval.generate: a reward model writes no answers (it scores them); its evaluation "
                              "already scores the held-out chosen above rejected (eval_accuracy, eval_margin); turn "
                              "eval.generate off")
         if e.generate and not e.enabled:

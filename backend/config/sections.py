@@ -279,6 +279,11 @@ class RLSettings(_Section):
         description="With tools: at most this many rounds of tool calls and results before the policy's final "
                     "answer; every round's tokens count toward the max completion length.",
         json_schema_extra=_meta("advanced", modes=["grpo"], aliases=("max_tool_calling_iterations",)))
+    environment_timeout_s: float = Field(
+        30.0, gt=0, le=3600, title="Environment time limit per call (s)",
+        description="With an environment: a tool call still running after this long is answered with a tool error "
+                    "and that episode's state is lost (reward 0); a reset this slow stops the run.",
+        json_schema_extra=_meta("advanced", modes=["grpo"], trainer=False))
     beta: float = Field(0.0, ge=0, le=100, title="KL coefficient (beta)",
                         description="Penalty for moving away from the reference model. 0 skips the reference pass "
                                     "(faster); 0.01 to 0.05 keeps the policy close.",

@@ -21,6 +21,7 @@ _FIT_CHECKS = (*_COMMON_CHECKS, "loss_spike", "overfitting")
 _RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "reward_hacking", "kl_runaway", "entropy_collapse",
               "constraint_unmet")
 _GROUP_CHECKS = ("zero_variance", *_RL_CHECKS)
+_TOOL_CHECKS = ("tools_unused", "tool_failures")  # TRL's tools/* metrics, logged by GRPO runs with tools
 # Online DPO logs no completion lengths and keeps no constraint; its truncation reading is
 # val/contain_eos_token, its KL and entropy objective/kl and objective/entropy
 _PAIR_RL_CHECKS = (*_COMMON_CHECKS, "truncation", "reward_trend", "kl_runaway", "entropy_collapse")
@@ -129,7 +130,7 @@ MODES: dict[str, ModeSpec] = {m.name: m for m in (
              charts=(*_RL_CHARTS, "objective/kl", "completions/mean_length", "policy/entropy", "loss/value")),
     ModeSpec("grpo", "group relative policy optimisation", "backend.modes.grpo", "trl:GRPOConfig", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,
-             vllm=True, fused_logits=True, reference_model=True, checks=_GROUP_CHECKS,
+             vllm=True, fused_logits=True, reference_model=True, checks=(*_GROUP_CHECKS, *_TOOL_CHECKS),
              charts=(*_RL_CHARTS, "kl", "completions/mean_length", "entropy")),
     ModeSpec("rloo", "REINFORCE leave-one-out", "backend.modes.rloo", "trl:RLOOConfig", formats=_PROMPT_ONLY,
              metrics=_RL_METRICS, sections=("rl", "constraint"), online_rl=True, groups_completions=True,

@@ -59,8 +59,9 @@ def read_source(path: Path) -> str:
                             "UTF-8") from None
 
 
-def load_function(path: Path, function: str):
-    """Run the file as a fresh module (edits are picked up on the next load) and return the function."""
+def load_function(path: Path, function: str, what: str = "function"):
+    """Run the file as a fresh module (edits are picked up on the next load) and return the function (`what`:
+    "class" for a class)."""
     name = "workbench_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -72,13 +73,14 @@ def load_function(path: Path, function: str):
         sys.modules.pop(name, None)
         raise UserCodeError(f"loading {path} failed: {type(e).__name__}: {e}{where(e, path)}") from e
     fn = getattr(module, function, None)
+    kind = inspect.isclass if what == "class" else inspect.isfunction
     if fn is None:
         found = [k for k, v in vars(module).items()
-                 if inspect.isfunction(v) and v.__module__ == name and not k.startswith("_")]
-        raise UserCodeError(f"{path} defines no function '{function}'"
+                 if kind(v) and v.__module__ == name and not k.startswith("_")]
+        raise UserCodeError(f"{path} defines no {what} '{function}'"
                             + (f" (it defines: {', '.join(found)})" if found else ""))
-    if not callable(fn):
-        raise UserCodeError(f"'{function}' in {path} is a {type(fn).__name__}, not a function")
+    if not callable(fn) or (what == "class" and not inspect.isclass(fn)):
+        raise UserCodeError(f"'{function}' in {path} is a {type(fn).__name__}, not a {what}")
     return fn
 
 
@@ -103,6 +105,8 @@ class UserFunction:
     """`function` of the .py file `path`, called in a child process. `label` names it in every message, e.g.
     "reward source 'x' (r.py:reward)"."""
 
+    what = "function"
+
     def __init__(self, path: Path, function: str, label: str, doing: str = "scoring"):
         self.path, self.function, self.label, self.doing = Path(path), function, label, doing
         self._proc: subprocess.Popen | None = None
@@ -125,7 +129,7 @@ class UserFunction:
         conn = Connection(ours.detach())
         self._proc, self._conn = proc, conn
         self._finalizer = weakref.finalize(self, _end, proc, conn)
-        conn.send((str(self.path), self.function))
+        conn.send((str(self.path), self.function, self.what))
         reply = self._receive(START_TIMEOUT_S, f"loading {self.path.name}")
         if reply[0] != "ready":
             self.close()
@@ -151,12 +155,15 @@ class UserFunction:
     def __call__(self, timeout_s: float, **kwargs):
         """The function's result for `kwargs`, within `timeout_s` (UserCodeTimeout past it; the next call starts
         a fresh process). Callables among the arguments are called back here with what the function passed them."""
+        return self._call(None, timeout_s, kwargs)
+
+    def _call(self, method: str | None, timeout_s: float, kwargs: dict):
         if self._proc is None:
             self._start()
         hooks = {k: v for k, v in kwargs.items() if callable(v)}
         sent = {k: sendable(v) for k, v in kwargs.items() if k not in hooks}
         try:
-            self._conn.send((sent, sorted(hooks)))
+            self._conn.send((method, sent, sorted(hooks)))
         except (OSError, EOFError) as e:
             self.close()
             raise UserCodeError(f"{self.label}: its process ended before the call") from e
@@ -173,7 +180,8 @@ class UserFunction:
 
     def describe(self, timeout_s: float = START_TIMEOUT_S) -> dict:
         """The function's JSON schema as a chat template shows a tool (transformers' get_json_schema, read in the
-        child: its signature and docstring); UserCodeError saying what is missing, with the function's line."""
+        child: its signature and docstring); UserCodeError saying what is missing, with the function's line. For
+        a UserObject: {"tools": [schema of each public method], "reset": bool, "get_reward": bool}."""
         if self._proc is None:
             self._start()
         try:
@@ -190,6 +198,27 @@ class UserFunction:
         if self._finalizer is not None:
             self._finalizer()
         self._proc = self._conn = self._finalizer = None
+
+
+class UserObject(UserFunction):
+    """An instance of the class `name` of the .py file `path`, made (`name()`) in a child process of its own and
+    called there method by method. A call past its limit kills the process: the next call makes a fresh
+    instance, whose state starts over."""
+
+    what = "class"
+
+    def call(self, method: str, timeout_s: float, **kwargs):
+        """`method`'s result for `kwargs`, within `timeout_s` (UserCodeTimeout past it)."""
+        return self._call(method, timeout_s, kwargs)
+
+    @property
+    def running(self) -> bool:
+        """Whether the instance made at the start (or after the last restart) is still alive."""
+        return self._proc is not None
+
+
+# what an environment's class has besides its tools (TRL's GRPOTrainer reads the same names)
+OBJECT_HOOKS = ("reset", "get_reward")
 
 
 def _end(proc: subprocess.Popen, conn: Connection) -> None:
@@ -216,9 +245,11 @@ def _plain(value):
 def _serve(fd: int) -> None:
     """The child: load the function, then answer calls until the pipe closes."""
     conn = Connection(fd)
-    path, function = conn.recv()
+    path, function, what = conn.recv()
     try:
-        fn = load_function(Path(path), function)
+        fn = load_function(Path(path), function, what)
+        if what == "class":
+            fn = _made(fn, Path(path))
     except UserCodeError as e:
         conn.send(("failed", str(e)))
         return
@@ -229,14 +260,15 @@ def _serve(fd: int) -> None:
         except (EOFError, OSError):
             return
         if request == DESCRIBE:
-            conn.send(_describe(fn, Path(path)))
+            conn.send(_describe_object(fn, Path(path)) if what == "class" else _describe(fn, Path(path)))
             continue
-        kwargs, hook_names = request
+        method, kwargs, hook_names = request
         calls: list = []
         for name in hook_names:
             kwargs[name] = (lambda n: lambda *args: calls.append((n, args)))(name)
         try:
-            out = fn(**kwargs)
+            target = fn if method is None else getattr(fn, method)
+            out = target(**kwargs)
             if inspect.isawaitable(out):
                 out = asyncio.run(_wait(out))
             out = _plain(out)
@@ -249,6 +281,29 @@ def _serve(fd: int) -> None:
             conn.send(("ok", out, calls))
         except Exception:  # noqa: BLE001 - e.g. a generator, a lock
             conn.send(("unsendable", type(out).__name__))
+
+
+def _made(cls, path: Path):
+    """An instance of the user's class, made with no arguments."""
+    try:
+        return cls()
+    except Exception as e:  # noqa: BLE001 - any error in user code
+        raise UserCodeError(f"making {cls.__name__}() from {path} failed: {type(e).__name__}: {e}"
+                            f"{where(e, path)}") from e
+
+
+def _describe_object(obj, path: Path) -> tuple:
+    """Its public methods as tools (their schemas), and which of reset / get_reward it defines."""
+    members = dict(inspect.getmembers(type(obj), predicate=inspect.isfunction))
+    tools = []
+    for name, fn in members.items():
+        if name.startswith("_") or name in OBJECT_HOOKS:
+            continue
+        kind, schema = _describe(getattr(obj, name), path)[:2]
+        if kind != "ok":
+            return "raised", f"method {name}: {schema}"
+        tools.append(schema)
+    return "ok", {"tools": tools, **{hook: hook in members for hook in OBJECT_HOOKS}}, []
 
 
 def _describe(fn, path: Path) -> tuple:

@@ -38,6 +38,7 @@ BUILTIN_DATASETS: dict[str, Path] = {
     "demo-calculator": DATA_DIR / "calculator.jsonl",  # grpo with tools: three-digit products
     "demo-calculator-eval": DATA_DIR / "calculator_eval.jsonl",  # its 64 held-out products
     "demo-calculator-sft": DATA_DIR / "calculator_sft.jsonl",  # sft: calculator calls demonstrated
+    "demo-guess-number": DATA_DIR / "guess_number.jsonl",  # grpo with the guess_number environment
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 

@@ -32,6 +32,8 @@ THRESHOLDS = {
     "grad_explosion": 50.0,     # a gradient norm above this many times the first third's median
     "overfit_rise": 0.1,        # eval loss this share above its best while the train loss still falls
     "slowdown": 3.0,            # recent steps this many times slower than the first ones
+    "tools_unused": 0.05,       # tool calls per episode (recent third) below this, with tools: never calls them
+    "tool_failures": 0.5,       # share of tool calls answered with an error (recent third) that warns
     # the reward probe (probe.py)
     "probe_clipped": 0.5,       # share of probe completions cut at the limit: probe_truncation
     "probe_some_zero": 0.5,     # share of probe groups without reward spread: probe_some_zero_variance
@@ -368,6 +370,36 @@ def slowdown(series: Series, config, ended: bool, hints: dict) -> Diagnosis | No
     return None
 
 
+def _recent(points) -> float:
+    return statistics.fmean(v for _, v in points[-max(1, len(points) // 3):])
+
+
+def tools_unused(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
+    """A run with tools (or an environment) whose policy does not call them: it never learned the call's format."""
+    points = _finite(_values(series, "tools/call_frequency"))  # TRL logs it at every step of a run with tools
+    if len(points) < _T["trend_points"] and not (ended and len(points) >= _T["min_points"]):
+        return None
+    recent = _recent(points)
+    if recent >= _T["tools_unused"]:
+        return None
+    return Diagnosis("tools_unused", "warning", {"calls": recent, "never": max(v for _, v in points) == 0},
+                     _evidence("tools/call_frequency", points))
+
+
+def tool_failures(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
+    """Most tool calls answered with an error: bad arguments, an unknown tool, a tool that fails or times out."""
+    points = _finite(_values(series, "tools/failure_frequency"))
+    if len(points) < _T["min_points"]:
+        return None
+    calls = _finite(_values(series, "tools/call_frequency"))
+    if calls and _recent(calls) < _T["tools_unused"]:  # too few calls to judge; tools_unused says why
+        return None
+    share = _recent(points)
+    if share < _T["tool_failures"]:
+        return None
+    return Diagnosis("tool_failures", "warning", {"share": share}, _evidence("tools/failure_frequency", points))
+
+
 def constraint_unmet(series: Series, config, ended: bool, hints: dict) -> Diagnosis | None:
     from backend.rewards.spec import cost_budgets
 
@@ -414,4 +446,6 @@ CHECKS = {
     "warmup": warmup,
     "constraint_unmet": constraint_unmet,
     "slowdown": slowdown,
+    "tools_unused": tools_unused,
+    "tool_failures": tool_failures,
 }

@@ -95,6 +95,24 @@ TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "zh": ("训练步变慢了 {factor:.1f} 倍（每步从 {early:.2g} 秒到 {recent:.2g} 秒）",
                "可能有其他进程占用了本机的核心或内存；请检查还在运行什么"),
     },
+    "tools_unused": {
+        "en": ("the policy calls its tools {calls:.2f} times per episode{never_text}: it has not learned to write a "
+               "call the template reads back",
+               "warm up with SFT on a few tool-calling demonstrations (presets/sft_calculator.yaml), then train on "
+               "from that run (model: run:<its id>); a tool_used reward source makes the first calls pay"),
+        "zh": ("策略每个回合调用工具 {calls:.2f} 次{never_text}：它还没学会写出模板能读回的调用",
+               "先用几条工具调用示范做 SFT 预热（presets/sft_calculator.yaml），再从那个运行接着训练"
+               "（model: run:<它的 id>）；tool_used 奖励来源让最初的调用有回报"),
+    },
+    "tool_failures": {
+        "en": ("{share_pct} of tool calls were answered with an error",
+               "read the tool results (←) in the run's samples: arguments the tool refuses, a tool that fails, or "
+               "calls past their time limit (timeout_s, rl.environment_timeout_s); a tool_errors source with a "
+               "negative weight makes failed calls cost"),
+        "zh": ("{share_pct} 的工具调用返回了错误",
+               "查看运行样本中的工具结果（←）：工具拒绝的参数、运行失败的工具，或超过时间上限的调用"
+               "（timeout_s、rl.environment_timeout_s）；权重为负的 tool_errors 来源让失败的调用有代价"),
+    },
     "constraint_unmet": {
         "en": ("the cost {source} stayed over its budget ({cost:.3g} > {budget:g})",
                "{constraint_fix}"),
@@ -199,6 +217,8 @@ def describe(check: str, params: dict, lang: str = "en") -> tuple[str, str]:
         p["hack_what"] = _HACK_WHAT[lang][p.get("why", "length")].format(**p)
     if check == "loss_spike":
         p["ratio"] = p["value"] / p["median"] if p.get("median") else 0.0
+    if check == "tools_unused":
+        p["never_text"] = {"en": " (never at any step)", "zh": "（每一步都没有调用）"}[lang] if p.get("never") else ""
     if check == "constraint_unmet":
         p["constraint_fix"] = _CONSTRAINT_FIX[lang][0 if p.get("at_cap") else 1].format(**p)
     what, action = TEXTS.get(check, {}).get(lang, (check, ""))

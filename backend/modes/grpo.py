@@ -18,12 +18,20 @@ def build_trainer(ctx: TrainContext) -> GRPOTrainer:
     args = rl_args(ctx, weights)
     tokenizer = ctx.tokenizer()
     tools = {}
-    if c.tools:  # TRL's tool loop: calls parsed from each answer, run, their results appended, generation goes on
-        from backend.data.templates import use_tool_parser
+    if c.tools or c.environment:  # TRL's tool loop: calls parsed from each answer, run, their results appended,
+        from backend.data.templates import use_tool_parser  # generation goes on
         from backend.tools import build_tools
 
         use_tool_parser(tokenizer, c.data.chat_template)
         tools = {"tools": build_tools(c.tools, ctx.store.workspace)}
+    if c.environment:  # an instance per episode, each in a process of its own
+        import os
+
+        from backend.tools.environment import environment_factory
+
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once in docs/agentic.md, not every run
+        tools["environment_factory"] = environment_factory(c.environment, ctx.store.workspace,
+                                                           c.rl.environment_timeout_s)
     model = load_causal_lm(ctx.model_path, **model_kwargs(c))
     trainer_cls = timed(fast_generation(GRPOTrainer, c, ctx.is_main))
     return trainer_cls(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ctx.dataset,

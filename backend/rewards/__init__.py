@@ -36,6 +36,7 @@ _IMPLEMENTATIONS = {
     "tool_used": ("backend.rewards.trajectory", "ToolUsedReward"),
     "tool_calls": ("backend.rewards.trajectory", "ToolCallsReward"),
     "tool_errors": ("backend.rewards.trajectory", "ToolErrorsReward"),
+    "environment": ("backend.rewards.trajectory", "EnvironmentReward"),
 }
 _COLUMN_KINDS = ("exact_match", "numeric_match", "embedding_similarity")
 ANSWER_COLUMNS = ("answer", "final_answer")  # what a numeric_match suggestion reads, first found

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SOURCE_KINDS = ("length", "regex", "exact_match", "numeric_match", "blocklist", "repetition", "reward_model",
-                "embedding_similarity", "diversity", "python", "tool_used", "tool_calls", "tool_errors")
+                "embedding_similarity", "diversity", "python", "tool_used", "tool_calls", "tool_errors", "environment")
 # Kinds that score harm as a negative penalty: as a cost (role: cost) their cost is −score, so a cost is always
 # "how much of the unwanted thing", ≥ 0 for the built-in kinds. Every other kind's score is its cost as it is.
 PENALTY_KINDS = ("blocklist", "repetition")
@@ -40,6 +40,7 @@ KIND_DESCRIPTIONS = {
                   "a limit on the mean calls per completion.",
     "tool_errors": "The number of tool calls answered with an error (an unknown tool, bad arguments, a tool that "
                    "failed): as a cost with a budget, a limit on the mean errors per completion.",
+    "environment": "The run's environment's own score of each episode (its get_reward), e.g. 1 for a game won.",
 }
 
 
@@ -208,6 +209,10 @@ class ToolParams(_Params):
                                   "empty: any tool.")
 
 
+class EnvironmentParams(_Params):
+    """environment: nothing to set; the run's `environment` scores."""
+
+
 PARAM_MODELS: dict[str, type[_Params]] = {
     "length": LengthParams,
     "regex": RegexParams,
@@ -222,6 +227,7 @@ PARAM_MODELS: dict[str, type[_Params]] = {
     "tool_used": ToolParams,
     "tool_calls": ToolParams,
     "tool_errors": ToolParams,
+    "environment": EnvironmentParams,
 }
 
 # A ready-to-edit source of each kind (the UI's "add" button, docs).
@@ -239,6 +245,7 @@ EXAMPLES: dict[str, dict] = {
     "tool_used": {"tool": "calculator"},
     "tool_calls": {"tool": ""},
     "tool_errors": {"tool": ""},
+    "environment": {},
 }
 
 

@@ -104,6 +104,17 @@ class ToolErrorsReward(_ToolReward):
                 for completion in completions]
 
 
+class EnvironmentReward(RewardFunction):
+    """The score the run's environment gives each episode (get_reward of the instance that played it); None where
+    no environment played (the playground, an evaluation without one)."""
+
+    def score(self, prompts, completions, environments=None, **kwargs):
+        if not environments:
+            return [None] * len(completions)
+        # underscored (backend/tools/environment.py): a public method would be one more tool for TRL
+        return [e._episode_reward() for e in environments]
+
+
 _TOOL_CHARS = 500  # a tool result (or a call's arguments) shown: enough to see what came back
 
 

@@ -42,6 +42,15 @@ def tools_problems(config: RunConfig, tokenizer_source, workspace: Path) -> list
     return errors
 
 
+def environment_problems(config: RunConfig, workspace: Path, dataset) -> list[str]:
+    """The run's environment found, made, described and reset from the dataset's first row (when there is one)."""
+    from backend.tools.environment import validate_environment
+
+    row = dict(dataset[0]) if dataset is not None and len(dataset) else None
+    owns = any(s.type == "environment" for s in config.reward_sources)
+    return validate_environment(config.environment, workspace, config.rl.environment_timeout_s, row, owns)
+
+
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
@@ -69,7 +78,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             errors.append(f"lora.target_modules: {why}")
         if why := template_problem(config.data.chat_template, tokenizer_folder):
             errors.append(f"data.chat_template: {why}")
-        elif config.tools:
+        elif config.tools or config.environment:
             errors += tools_problems(config, tokenizer_folder or model, workspace)
     try:
         dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
@@ -82,6 +91,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
             errors += validate_sources(config.reward_sources, dataset.column_names, workspace)
         if model_ok and (why := chat_template_problem(config, tokenizer_folder, info)):
             errors.append(f"data.chat_template: {why}")
+    if config.environment:
+        errors += environment_problems(config, workspace, dataset)
     e = config.eval
     try:  # the evaluation dataset is checked even when the training one failed
         eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,

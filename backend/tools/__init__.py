@@ -100,9 +100,10 @@ def _function(tool: ToolConfig, workspace: Path) -> Callable:
     return _from_schema(schema, call)
 
 
-def _from_schema(schema: dict, call: Callable) -> Callable:
+def _from_schema(schema: dict, call: Callable, method: bool = False) -> Callable:
     """A callable whose signature, type hints and docstring give `schema` back through transformers'
-    get_json_schema (what TRL and the chat templates read), calling `call(**arguments)`."""
+    get_json_schema (what TRL and the chat templates read), calling `call(**arguments)`; with `method`, a function
+    for a class body, calling `call(self, **arguments)` (its bound method gives the schema back)."""
     schema = schema.get("function", schema)
     params = schema.get("parameters", {})
     required = set(params.get("required", ()))
@@ -115,8 +116,14 @@ def _from_schema(schema: dict, call: Callable) -> Callable:
         annotations[name] = kind
         described.append(f"    {name}: {prop.get('description', name)}")
 
-    def tool(**arguments):
-        return call(**arguments)
+    if method:
+        signature.insert(0, inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+        def tool(self, **arguments):
+            return call(self, **arguments)
+    else:
+        def tool(**arguments):
+            return call(**arguments)
 
     tool.__signature__ = inspect.Signature(signature)
     tool.__annotations__ = annotations

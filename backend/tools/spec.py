@@ -7,6 +7,7 @@ small params model whose fields carry their title, help and range.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -112,3 +113,23 @@ def as_configs(tools: list) -> list[ToolConfig]:
 
 def is_identifier(name: str) -> bool:
     return re.match(NAME_PATTERN, name or "") is not None
+
+
+# ---- environments (backend/tools/environment.py plays them) ----
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "environments"
+# the shipped examples, by the name a run config gives: (file, class)
+BUILTIN_ENVIRONMENTS = {"guess_number": (EXAMPLES_DIR / "guess_number.py", "GuessNumber")}
+ENVIRONMENT_PATTERN = r"^(?:[A-Za-z_][A-Za-z0-9_]*|.+\.py:[A-Za-z_][A-Za-z0-9_]*)$"
+
+
+def spec_problem(spec: str) -> str | None:
+    """What is wrong with how an `environment` is written (no file is read), or None."""
+    spec = (spec or "").strip()
+    if re.match(ENVIRONMENT_PATTERN, spec) is None:
+        return (f"environment: `{spec}` is neither a file and class (envs/game.py:Game) nor a shipped example "
+                f"({', '.join(BUILTIN_ENVIRONMENTS)})")
+    if ":" not in spec and spec not in BUILTIN_ENVIRONMENTS:
+        return (f"environment: no shipped example is called `{spec}` (there are: {', '.join(BUILTIN_ENVIRONMENTS)});"
+                " your own is written file.py:ClassName")
+    return None

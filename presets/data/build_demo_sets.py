@@ -337,6 +337,21 @@ def calculator_rows(seed=0) -> tuple[list, list, list]:
     return [prompt(*p) for p in train], [prompt(*p) for p in held_out], [demonstration(*p) for p in shown]
 
 
+GUESS = ("I am thinking of a whole number between 1 and {high}. Find it by calling guess with a number; you are "
+         "told whether it is higher or lower. When you have found it, reply with the number only.")
+
+
+def guess_rows(seed=0, n=128) -> list:
+    """Games for the guess_number environment (backend/tools/environments/guess_number.py): a hidden number and
+    the highest one, columns its reset reads."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        high = rng.choice((10, 20))
+        rows.append({"prompt": _user(GUESS.format(high=high)), "secret": rng.randint(1, high), "high": high})
+    return rows
+
+
 # Safe dialogue: half the prompts bait a rude answer (an insult to answer, a rant, a comment to reply to), so the
 # embedded model sometimes repeats or adds a blocked word (measured: roughly one completion in seven at
 # temperature 1); the other half are open everyday requests with many good answers, where diversity pays.
@@ -395,3 +410,4 @@ if __name__ == "__main__":
     write_jsonl("calculator.jsonl", calculator)
     write_jsonl("calculator_eval.jsonl", calculator_eval)
     write_jsonl("calculator_sft.jsonl", calculator_sft)
+    write_jsonl("guess_number.jsonl", guess_rows())

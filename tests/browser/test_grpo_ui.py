@@ -44,7 +44,7 @@ def test_grpo_with_two_reward_sources_shows_reward_charts_and_samples(ui_server,
     set_text(page, "reward-weight-1", 0.5)
     page.wait_for_function("() => /parameters valid/.test(document.querySelector('#reward-help-1').textContent)")
 
-    for elem_id, value in [("max_steps", 200), ("per_device_train_batch_size", 2), ("max_length", 64),
+    for elem_id, value in [("max_steps", 5000), ("per_device_train_batch_size", 2), ("max_length", 64),
                            ("rl-num_generations", 2), ("rl-max_completion_length", 8)]:
         set_text(page, elem_id, value)
     page.click("#start")

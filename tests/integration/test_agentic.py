@@ -50,3 +50,24 @@ def test_grpo_with_the_calculator_calls_it_and_stores_trajectories_and_tool_metr
     samples = store.samples_since(run.id)
     called = [s["completion"] for s in samples if "→ calculator(expression=" in s["completion"]]
     assert called and all("← calculator: " in c for c in called), samples[0]["completion"]
+
+
+def test_the_guess_number_preset_plays_its_environment_for_two_steps(tiny_model, workspace):
+    """The shipped environment through the real worker: one game per episode in processes of their own, scored by
+    its get_reward (the random model never wins: every score 0, the source logged) and the run completes."""
+    import yaml
+
+    from backend.data.sources import REPO_ROOT
+
+    preset = yaml.safe_load((REPO_ROOT / "presets" / "grpo_guess_number.yaml").read_text())
+    preset.update(model=str(tiny_model), max_steps=2, per_device_train_batch_size=4, save_steps=0,
+                  lora={"r": 4}, rl={**preset["rl"], "num_generations": 2, "max_completion_length": 24,
+                                     "probe": "off"})
+    store = RunStore(workspace)
+    run = ended(store, submit_run(store, build_config(preset)).id)
+    assert run.status == "completed", run.error
+    metrics = {(m["step"], m["name"]): m["value"] for m in store.metrics_since(run.id)}
+    assert metrics[(2, "rewards/won/mean")] == 0.0 and (2, "tools/call_frequency") in metrics  # TRL: the guess tool
+    samples = store.samples_since(run.id)
+    assert samples and "I am thinking of a whole number" in samples[0]["prompt"]
+    assert samples[0]["rewards"]["won"] == 0.0, samples[0]

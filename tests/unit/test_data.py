@@ -62,7 +62,7 @@ def test_conversational_prompt_completion_is_detected(workspace):
 BUILTIN_MODES = {"demo-preference": ["rm", "dpo"], "demo-kto": ["kto"], "demo-math": ["grpo", "rloo"],
                  "demo-prompts": ["grpo", "rloo"], "demo-safe-dialogue": ["grpo", "rloo", "ppo"],
                  "demo-arithmetic": ["grpo", "rloo", "ppo"], "demo-arithmetic-eval": ["grpo", "rloo", "ppo"],
-                 "demo-calculator": ["grpo"], "demo-calculator-eval": ["grpo"]}
+                 "demo-calculator": ["grpo"], "demo-calculator-eval": ["grpo"], "demo-guess-number": ["grpo"]}
 
 
 @pytest.mark.parametrize("name", list(BUILTIN_DATASETS))

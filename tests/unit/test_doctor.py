@@ -55,7 +55,8 @@ LOGGED = {
                                        "objective/kl", "policy/entropy", "objective/entropy",
                                        "completions/clipped_ratio", "completions/mean_length", "step_time"),
             **_CONSTRAINT_LOGS},
-    "grpo": {"trl/trainer/grpo_trainer.py": _GROUP_LOGS, **_CONSTRAINT_LOGS},
+    "grpo": {"trl/trainer/grpo_trainer.py": (*_GROUP_LOGS, "tools/call_frequency", "tools/failure_frequency"),
+             **_CONSTRAINT_LOGS},
     "rloo": {"trl/trainer/rloo_trainer.py": _GROUP_LOGS, **_CONSTRAINT_LOGS},
     "online_dpo": {"trl/experimental/online_dpo/online_dpo_trainer.py": ("objective/scores", "objective/kl",
                                                                          "objective/entropy",
@@ -225,6 +226,20 @@ def test_steps_that_grew_slower_are_a_slowdown():
     assert diagnose(series(step_time=[1.0, 1.0, 1.0, 4.0, 4.0]), config) == []  # too few steps for a trend
 
 
+def test_a_policy_that_never_calls_its_tools_or_whose_calls_fail_is_said_so():
+    config = build_config(GRPO)
+    unused = diagnose(series(tools__call_frequency=[0.0] * 6), config)
+    assert checks_of(unused) == ["tools_unused"] and unused[0].params["never"]
+    assert "(never at any step)" in describe("tools_unused", unused[0].params)[0]
+    assert diagnose(series(tools__call_frequency=[0.0] * 4), config) == []  # too early for a running run
+    assert checks_of(diagnose(series(tools__call_frequency=[0.0] * 4), config, ended=True)) == ["tools_unused"]
+    assert diagnose(series(tools__call_frequency=[0.0, 0.5, 1.0, 1.0, 1.0, 1.0]), config) == []  # learned to call
+    failing = diagnose(series(tools__call_frequency=[1.0] * 6, tools__failure_frequency=[0.2, 0.6, 0.7, 0.8, 0.9, 0.9]),
+                       config)
+    assert checks_of(failing) == ["tool_failures"] and failing[0].params["share"] == pytest.approx(0.9)
+    assert diagnose(series(tools__call_frequency=[1.0] * 6, tools__failure_frequency=[0.1] * 6), config) == []
+
+
 def test_a_cost_over_its_budget_raises_lambda_or_its_cap():
     config = build_config({**GRPO, "reward_sources": [*GRPO["reward_sources"], COST]})
     over = [0.3] * 6
@@ -285,6 +300,8 @@ def every_diagnosis() -> list[Diagnosis]:
         Diagnosis("probe_some_zero_variance", "warning", {"zero": 2, "groups": 4}, {}),
         Diagnosis("probe_slow", "warning", {"unfinished": 12, "n": 16, "seconds": 20.0, "tokens": 97,
                                             "current": 256}, {}),
+        Diagnosis("tools_unused", "warning", {"calls": 0.0, "never": True}, {}),
+        Diagnosis("tool_failures", "warning", {"share": 0.8}, {}),
         Diagnosis("probe_dominant", "warning", {"source": "length", "share": 0.92}, {}),
     ]
 

@@ -170,6 +170,13 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
     assert [(s["type"], s["weight"]) for s in lines] == [("numeric_match", 1.0), ("blocklist", 0.0)]
     sft = store.create_run(build_config({"mode": "sft", "eval": {"split": 0.1}}))
     assert prefill(store, sft.id)["dataset"] == f"heldout:{sft.id}" and prefill(store, sft.id)["scorers"] == "rouge_l"
+    assert (prefill(store, sft.id)["tools"], prefill(store, sft.id)["chat_template"]) == ([], "model")
+    tools = store.create_run(build_config({"mode": "grpo", "dataset": "demo-calculator", "tools": [{"type": "calculator"}],
+                                           "data": {"chat_template": "chatml-tools"}, "reward_sources": [source],
+                                           "rl": {"max_tool_calling_iterations": 2}}))
+    filled = prefill(store, tools.id)  # judged with the tools, template and turns it trained with
+    assert [t["type"] for t in filled["tools"]] == ["calculator"]
+    assert (filled["chat_template"], filled["tool_turns"]) == ("chatml-tools", 2)
     assert "No evaluation selected" in progress_html(None) and "未选择评估" in progress_html(None, "zh")
 
 

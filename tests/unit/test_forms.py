@@ -48,6 +48,9 @@ def test_components_follow_the_field_types_labels_and_help(form):
             assert isinstance(comp, gr.Checkbox)
         elif info.annotation in (int, float):
             assert isinstance(comp, gr.Number)
+        elif suggested := (info.json_schema_extra or {}).get("suggestions"):  # named examples, anything typed
+            assert isinstance(comp, gr.Dropdown) and comp.allow_custom_value, path
+            assert [value for _, value in comp.choices] == list(suggested)
         else:
             assert isinstance(comp, gr.Textbox), path
 
