@@ -55,10 +55,12 @@ class ProbeReport:
 
 def not_probed(config) -> str | None:
     """Why the probe does not judge this run, or None: it samples single answers, and a run with tools answers
-    through calls and their results (judged without them, every answer would look wrong)."""
-    if config.tools:
-        return "the run calls tools, and the probe samples answers without them; its first steps' diagnoses say " \
-               "what it finds instead"
+    through calls and their results (judged without them, every answer would look wrong), an environment's
+    episodes through its state."""
+    if config.tools or config.environment:
+        what = "plays an environment" if config.environment else "calls tools"
+        return f"the run {what}, and the probe samples answers without it; its first steps' diagnoses say what it " \
+               "finds instead"
     return None
 
 
