@@ -19,8 +19,17 @@ run never saw, greedy. One table at the end: task, base score, trained score, mi
         with the calculator as GRPO trains (its tools, chat template and tool-calling turns); prints the three side
         by side: right number, share of episodes calling the calculator, minutes of each stage.
         target: after GRPO >= 80% right AND >= 90% of episodes calling the calculator, within 20 minutes
+  orpo, simpo  presets/orpo_demo.yaml / simpo_demo.yaml for 100 steps on dpo's 100 pairs, judged like dpo (win
+        rate against the base on the held-out prompts, the same reward model, trained once for dpo, orpo and simpo).
+        target: >= 65%, as dpo's
+  online_dpo  presets/online_dpo_demo.yaml: pairs sampled on the arithmetic sums, judged by numeric_match; right
+        number on the 32 held-out sums against the base.   target: above the base
+  gkd   a teacher trained here (the SFT warm-up presets/sft_number_format.yaml: the number alone), distilled into a
+        fresh student on the same prompts (presets/gkd_demo.yaml, teacher: run:<its id>); base, teacher and student
+        on the 32 held-out sums.   target: the student's number-only rate moves from the base's most of the way
+        toward the teacher's (>= half the gap)
 
-  .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo,calculator] [--workspace DIR]
+  .venv/bin/python bench/quality.py [--tasks grpo,dpo,ppo,calculator,orpo,simpo,online_dpo,gkd] [--workspace DIR]
 """
 from __future__ import annotations
 
@@ -101,21 +110,67 @@ def _arithmetic_rows(store, task: str, also: list[str], run, minutes: float) -> 
              strict >= 0.5 and total <= 15)]
 
 
-def dpo(store) -> list[tuple]:
+_JUDGE: dict = {}  # the reward model judging the preference tasks, trained once per workspace
+
+
+def _pairs_and_judge(store):
+    """(the 100 pairs' file, the rm run trained on them, its minutes: 0 once trained for an earlier task)."""
     from backend.data import BUILTIN_DATASETS
 
-    rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
-    train_file = store.workspace / "pairs.jsonl"
-    train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
-    rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
-    policy, dpo_minutes = train(store, "dpo_labels.yaml", dataset=str(train_file))
+    if store.workspace not in _JUDGE:
+        rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
+        train_file = store.workspace / "pairs.jsonl"
+        train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
+        rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
+        _JUDGE[store.workspace] = (train_file, rm)
+        return train_file, rm, rm_minutes
+    return (*_JUDGE[store.workspace], 0.0)
+
+
+def _preference(store, task: str, preset: str, **overrides) -> list[tuple]:
+    train_file, rm, rm_minutes = _pairs_and_judge(store)
+    policy, minutes = train(store, preset, dataset=str(train_file), **overrides)
     scorers = [{"type": "reward_model", "name": "rm", "params": {"model": rm.id}}]
     # held out: demo-prompts, everyday requests none of the pairs asks
     summary, eval_minutes = evaluate(store, ["base", f"run:{policy.id}"], "demo-prompts", scorers, 48)
-    base, tuned = summary.models
-    rate = tuned.win_rate or 0.0
-    return [("dpo on labels: win rate vs base (rm judge)", 0.5, rate, rm_minutes + dpo_minutes + eval_minutes,
-             ">= 0.65", rate >= 0.65)]
+    rate = summary.models[1].win_rate or 0.0
+    return [(f"{task}: win rate vs base (rm judge)", 0.5, rate, rm_minutes + minutes + eval_minutes, ">= 0.65",
+             rate >= 0.65)]
+
+
+def dpo(store) -> list[tuple]:
+    return _preference(store, "dpo on labels", "dpo_labels.yaml")
+
+
+def orpo(store) -> list[tuple]:
+    return _preference(store, "orpo on labels", "orpo_demo.yaml", max_steps=100, save_steps=0)
+
+
+def simpo(store) -> list[tuple]:
+    return _preference(store, "simpo on labels", "simpo_demo.yaml", max_steps=100, save_steps=0)
+
+
+def online_dpo(store) -> list[tuple]:
+    run, minutes = train(store, "online_dpo_demo.yaml", **{"eval.dataset": "", "eval.steps": 0, "save_steps": 0})
+    scorers = [{"type": "numeric_match", "name": "right", "params": {"column": "answer"}}]
+    summary, eval_minutes = evaluate(store, [EMBEDDED, f"run:{run.id}"], "demo-arithmetic-eval", scorers, 16)
+    base, tuned = (m.cells["right"].mean for m in summary.models)
+    return [("online dpo arithmetic: right number", base, tuned, minutes + eval_minutes, "> base", tuned > base)]
+
+
+def gkd(store) -> list[tuple]:
+    """A teacher that answers with the number alone, distilled into a fresh student on the same prompts."""
+    teacher, teacher_minutes = train(store, "sft_number_format.yaml")
+    student, minutes = train(store, "gkd_demo.yaml", dataset="demo-number-format", max_steps=60, save_steps=0,
+                             **{"gkd.teacher": f"run:{teacher.id}", "gkd.max_new_tokens": 16, "max_length": 128})
+    scorers = [{"type": "numeric_match", "name": "right", "params": {"column": "answer"}},
+               {"type": "regex", "name": "strict", "weight": 0.0, "params": {"pattern": STRICT}}]
+    summary, eval_minutes = evaluate(store, [EMBEDDED, f"run:{teacher.id}", f"run:{student.id}"],
+                                     "demo-arithmetic-eval", scorers, 16)
+    base, taught, learned = (m.cells["strict"].mean for m in summary.models)
+    moved = (learned - base) / (taught - base) if taught != base else 0.0
+    return [(f"gkd: number only (teacher {taught:.3f})", base, learned, teacher_minutes + minutes + eval_minutes,
+             ">= half gap", moved >= 0.5)]
 
 
 def ppo(store) -> list[tuple]:
@@ -172,12 +227,14 @@ def calculator(store) -> list[tuple]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", default="grpo,dpo,ppo", help="of grpo, grpo-warm, dpo, ppo, calculator")
+    p.add_argument("--tasks", default="grpo,dpo,ppo",
+                   help="of grpo, grpo-warm, dpo, ppo, calculator, orpo, simpo, online_dpo, gkd")
     p.add_argument("--workspace", help="keep the runs here (default: a temporary folder)")
     a = p.parse_args()
     from backend.runs.store import RunStore
 
-    tasks = {"grpo": grpo, "grpo-warm": grpo_warm, "dpo": dpo, "ppo": ppo, "calculator": calculator}
+    tasks = {"grpo": grpo, "grpo-warm": grpo_warm, "dpo": dpo, "ppo": ppo, "calculator": calculator, "orpo": orpo,
+             "simpo": simpo, "online_dpo": online_dpo, "gkd": gkd}
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(a.workspace or tmp)
         rows = []
