@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from app import i18n
-from app.forms import TOOLS_PLACEHOLDER, to_component_value, tools_from_text
+from app.forms import ToolControls, tool_controls
 from app.choices import dataset_choices, generation_model_choices
 from app.eval_render import (EXAMPLES_CSS, dataset_note, eval_choices, examples_html, model_b_choices,
                              parse_scorer_lines, prefill, progress_html, results_frame, results_widths,
@@ -24,12 +24,10 @@ from app.formatting import error_markdown, status_text
 from app.tab_polls import TabPolls
 from backend import evals
 from backend.runs.checkpoints import checkpoints
-from backend.data.templates import TEMPLATE_NAMES
 from backend.runs.store import RUN_PREFIX, RunStore
 
 log = logging.getLogger(__name__)
 GEN = evals.Generation()  # the form's defaults are the schema's
-SPEC = evals.EvalSpec.model_fields
 
 
 
@@ -39,9 +37,7 @@ class EvalTab:
     dataset: gr.Dropdown
     scorers: gr.Textbox
     max_new_tokens: gr.Number
-    tools: gr.Textbox
-    chat_template: gr.Dropdown
-    tool_turns: gr.Number
+    tools: ToolControls
     select: gr.Dropdown
 
 
@@ -97,13 +93,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     top_p = t(gr.Number(value=GEN.top_p), "common.top_p")
                     samples = t(gr.Number(value=GEN.samples, precision=0), "eval.samples")
                     seed = t(gr.Number(value=GEN.seed, precision=0), "common.seed")
-                with gr.Row():  # tools every model may call (a GRPO run's, filled in by its Evaluate)
-                    tools = t(gr.Textbox(placeholder=TOOLS_PLACEHOLDER, elem_id="eval-tools", scale=3), "eval.tools",
-                              info="eval.tools_help")
-                    chat_template = t(gr.Dropdown(list(TEMPLATE_NAMES), value=SPEC["chat_template"].default,
-                                                  elem_id="eval-chat-template"), "eval.chat_template")
-                    tool_turns = t(gr.Number(value=SPEC["max_tool_calling_iterations"].default, precision=0,
-                                             elem_id="eval-tool-turns"), "eval.tool_turns")
+                tools = tool_controls(i18n.given(words), "eval")  # a GRPO run's, filled in by its Evaluate
             name = t(gr.Textbox(elem_id="eval-name"), "eval.name")
             with gr.Row():
                 start = t(gr.Button(variant="primary", elem_id="eval-start"), "eval.start", "value")
@@ -131,7 +121,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                  tools_v, template_v, turns_v, name_v, request: gr.Request = None):
         lang = i18n.lang_of(request)
         cannot = i18n.text("eval.cannot_start", lang)
-        listed, tools_error = tools_from_text(tools_v)
+        listed, template, turns, tools_error = tools.read(tools_v, template_v, turns_v)
         if tools_error:
             return {message: error_markdown([tools_error], cannot, lang), announced: None}
         try:
@@ -142,8 +132,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     "generation": {k: v for k, v in {"max_new_tokens": mnt, "batch_size": bs, "do_sample": sample_v,
                                                      "temperature": t, "top_p": p, "samples": k_v,
                                                      "seed": seed_v}.items() if v is not None},
-                    "tools": listed, "chat_template": template_v or SPEC["chat_template"].default,
-                    **({"max_tool_calling_iterations": int(turns_v)} if turns_v else {})}
+                    "tools": listed, "chat_template": template, "max_tool_calling_iterations": turns}
             if not data["models"]:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
@@ -219,8 +208,8 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
 
     view_outputs = [progress, results, explained, wins, other, table, shown, message]
     start.click(on_start, [models, dataset, prompt_column, reference_column, scorers, limit, max_new_tokens,
-                           batch_size, sample, temperature, top_p, samples, seed, tools, chat_template, tool_turns,
-                           name], [message, select, announced])
+                           batch_size, sample, temperature, top_p, samples, seed, *tools.components, name],
+                [message, select, announced])
     stop.click(on_stop, select, [message, announced])
     for trigger in (select.change, category.change, other.input):
         trigger(on_view, [select, category, other, announced], view_outputs, show_progress="hidden")
@@ -233,7 +222,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     jsonl.click(download("jsonl"), select, [file, message, announced])
     parquet.click(download("parquet"), select, [file, message, announced])
     return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, tools=tools,
-                   chat_template=chat_template, tool_turns=tool_turns, select=select)
+                   select=select)
 
 
 def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = i18n.DEFAULT) -> dict:
@@ -243,5 +232,5 @@ def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = 
     p = prefill(store, run_id)
     return {tab.models: gr.update(choices=model_options(store, lang), value=p["models"]),
             tab.dataset: gr.update(choices=dataset_options(store, lang), value=p["dataset"]),
-            tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"], tab.tools: to_component_value("tools", p["tools"]),
-            tab.chat_template: p["chat_template"], tab.tool_turns: p["tool_turns"]}
+            tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"],
+            **tab.tools.filled(p["tools"], p["chat_template"], p["tool_turns"])}

@@ -118,6 +118,42 @@ def tools_from_text(text: str) -> tuple[list, str | None]:
     return value, None
 
 
+@dataclass
+class ToolControls:
+    """Tools a model may call outside training (Evaluate, the Reward playground): one line of YAML, the chat
+    template and the tool-calling turns, as a GRPO run sets them."""
+
+    tools: gr.Textbox
+    chat_template: gr.Dropdown
+    turns: gr.Number
+
+    @property
+    def components(self) -> list:
+        return [self.tools, self.chat_template, self.turns]
+
+    def read(self, tools_text, template, turns) -> tuple[list, str, int, str | None]:
+        """(tools, chat template, turns, the tools' problem or None) from the controls' values."""
+        listed, error = tools_from_text(tools_text)
+        turns = int(turns) if turns else FIELDS["rl.max_tool_calling_iterations"].default
+        return listed, template or FIELDS["data.chat_template"].default, turns, error
+
+    def filled(self, tools: list, template: str, turns: int) -> dict:
+        return {self.tools: to_component_value("tools", tools), self.chat_template: template, self.turns: turns}
+
+
+def tool_controls(words, prefix: str) -> ToolControls:
+    """The three controls in a row, `prefix`-tools / -chat-template / -tool-turns, labelled through `words`."""
+    t = words.add
+    with gr.Row():
+        tools = t(gr.Textbox(placeholder=TOOLS_PLACEHOLDER, elem_id=f"{prefix}-tools", scale=3), "common.tools",
+                  info="common.tools_help")
+        template = t(gr.Dropdown(choices(FIELDS["data.chat_template"]), value=FIELDS["data.chat_template"].default,
+                                 elem_id=f"{prefix}-chat-template"), "common.chat_template")
+        turns = t(gr.Number(value=FIELDS["rl.max_tool_calling_iterations"].default, precision=0,
+                            minimum=1, maximum=100, elem_id=f"{prefix}-tool-turns"), "common.tool_turns")
+    return ToolControls(tools, template, turns)
+
+
 def paths_under(section: str) -> list[str]:
     return [p for p in PATHS if p.startswith(f"{section}.")]
 

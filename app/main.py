@@ -163,8 +163,8 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             return {**eval_tab.open_for_run(store, evaluate, run_id, i18n.lang_of(request)), **polls.open("evaluate")}
 
         runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
-                                                        evaluate.max_new_tokens, evaluate.tools, evaluate.chat_template,
-                                                        evaluate.tool_turns, *polls.outputs], show_progress="hidden")
+                                                        evaluate.max_new_tokens, *evaluate.tools.components,
+                                                        *polls.outputs], show_progress="hidden")
 
         def fix_run(run_id, request: gr.Request = None):
             """Runs tab → Fix and restart: the run's settings with the doctor's suggestions in the Train tab."""

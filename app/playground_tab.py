@@ -115,6 +115,7 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
                                     label="common.max_new_tokens", maximum=4096, info="play.max_new_help")
                     temperature = _like("rl.temperature", words, elem_id="playground-temperature", minimum=0,
                                         info="play.temperature_help")
+                tools = forms.tool_controls(words, "playground")  # answers through calls, as GRPO with tools
                 generate = t(gr.Button(elem_id="playground-generate", variant="secondary"), "play.generate", "value")
                 status = gr.Markdown("", elem_id="playground-status")
             completions = t(gr.Textbox(lines=6, max_lines=16, elem_id="playground-completions",
@@ -141,8 +142,13 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
         try:
             prompts = playground.select_prompts(values[dataset], workspace, values[first], values[count])
             temp = values[temperature]
+            listed, template, turns, error = tools.read(*(values[c] for c in tools.components))
+            if error:
+                raise playground.PlaygroundError(error)
+            setting = playground.ToolSetting(listed, template, turns, workspace) if listed else None
             steps = playground.generate_completions([p.prompt for p in prompts], values[model], values[num] or 1,
-                                                    values[max_new] or 1, 1.0 if temp is None else temp)
+                                                    values[max_new] or 1, 1.0 if temp is None else temp,
+                                                    tools=setting)
             for p in steps:
                 done = p.done == p.total and p.completions
                 text = p.message + (i18n.text("play.now_score", lang) if done else "…")
@@ -190,7 +196,8 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
     prompt_io = dict(inputs=[dataset, first, count], outputs=prompt_list)
     gr.on([dataset.change, first.change, count.change], on_prompts, **prompt_io, show_progress="hidden",
           trigger_mode="always_last")
-    generate.click(on_generate, {dataset, first, count, model, num, max_new, temperature}, [status, completions],
+    generate.click(on_generate, {dataset, first, count, model, num, max_new, temperature, *tools.components},
+                   [status, completions],
                    concurrency_limit=1, concurrency_id="playground-generate")
     model.change(on_model, model, status, show_progress="hidden")
     score.click(on_score, {dataset, first, count, completions, lam, *editor.inputs}, [summary, table])

@@ -16,7 +16,6 @@ No gradio here; torch and transformers load only when a model does.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import queue
 import threading
@@ -211,19 +210,6 @@ def run_tools(ref: ModelRef | None, workspace: str | Path) -> ChatTools | None:
     return ChatTools(run.id, list(c.tools), c.data.chat_template, c.rl.max_tool_calling_iterations, Path(workspace))
 
 
-def tool_tokenizer(tokenizer, template: str):
-    """The model's tokenizer as the run used it: its chat template, reading tool calls back. A copy: the cached
-    one serves the other side and the API unchanged, and the loop pads and encodes without the model's encode
-    lock."""
-    from backend.data.templates import template_text, use_tool_parser
-
-    tokenizer = copy.deepcopy(tokenizer)  # ~0.1 s: a shallow copy would share the fast tokenizer's padding state
-    if (text := template_text(template)) is not None:
-        tokenizer.chat_template = text
-    use_tool_parser(tokenizer, template)
-    return tokenizer
-
-
 def _reporting(fn: Callable, report: Callable) -> Callable:
     """`fn` (a tool) telling `report` of each call as it starts (name, arguments, None) and ends (…, result); the
     same name, signature and docstring, so the template shows the model the same schema."""
@@ -337,7 +323,7 @@ def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatT
                          stop: threading.Event, events: queue.Queue, side: int) -> None:
     """One answer through the tool loop; each call is reported as it starts and ends, the loop's messages last."""
     from backend.tools import build_tools
-    from backend.tools.loop import answer_with_tools
+    from backend.tools.loop import answer_with_tools, tool_tokenizer
 
     def report(name, arguments, result):
         events.put((side, "", False, None, streamer.tokens, {"call": (name, arguments), "result": result}))

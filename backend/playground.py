@@ -21,6 +21,7 @@ from backend.models import MODELS as MODEL_CACHE
 from backend.models import ModelCache, ModelRef, cached_model
 from backend.models.shared_prefill import generate_sharing_prompts
 from backend.rewards.base import completion_text, is_conversation, prompt_text
+from backend.rewards.trajectory import has_tool_traffic, parse_trajectory, trajectory_text
 
 SEPARATOR = "---"  # a line of its own between pasted multi-line completions
 DOMINANCE = 0.8  # share of the total's spread one source must exceed to be called dominant
@@ -164,11 +165,24 @@ def _prompt_ids(tokenizer, prompt):
     return tokenizer(str(prompt), return_tensors="pt")
 
 
+@dataclass
+class ToolSetting:
+    """Tools the playground's model may call while it answers, as a GRPO run with them would (its `tools`, chat
+    template and tool-calling turns); each completion is then the whole exchange, shown as trajectory text."""
+
+    tools: list
+    chat_template: str
+    max_iterations: int
+    workspace: Path
+
+
 def generate_completions(prompts: list, model: str, num_completions: int = 2, max_new_tokens: int = 64,
                          temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
-                         cache: PlaygroundModel = MODELS) -> Iterator[GenerationProgress]:
+                         cache: PlaygroundModel = MODELS, tools: ToolSetting | None = None
+                         ) -> Iterator[GenerationProgress]:
     """Sample `num_completions` per prompt; yields progress after loading and after each prompt, the last
-    one holding every completion (grouped by prompt). Temperature 0 decodes greedily."""
+    one holding every completion (grouped by prompt). Temperature 0 decodes greedily. With `tools`, each answer
+    goes through the tool loop (max_new_tokens per turn) and reads as `trajectory_text`."""
     import torch
 
     n, max_new_tokens = int(num_completions), int(max_new_tokens)
@@ -183,21 +197,67 @@ def generate_completions(prompts: list, model: str, num_completions: int = 2, ma
         raise PlaygroundError(f"{total} completions: at most {MAX_COMPLETIONS} at once")
     cached = cache.spec == (model or "").strip()
     yield GenerationProgress(0, total, f"Using the loaded model {model}" if cached else f"Loading {model}")
+    built = _tools(tools) if tools else None  # a tool that cannot be made is said before the model loads
     lm, tokenizer = cache.get(model)
     if seed is not None:
         torch.manual_seed(int(seed))
     sampling = dict(do_sample=True, temperature=float(temperature), top_p=float(top_p)) if temperature > 0 \
         else dict(do_sample=False)
+    if built is not None:
+        answer = _with_tools(lm, _tool_tokenizer(tokenizer, tools, model), built, tools, n, max_new_tokens, sampling)
+    else:
+        answer = _plain(lm, tokenizer, n, max_new_tokens, sampling)
     out: list[str] = []
     for i, prompt in enumerate(prompts):
+        out += answer(prompt)
+        yield GenerationProgress(len(out), total, f"Generated {len(out)}/{total} completions "
+                                                  f"(prompt {i + 1}/{len(prompts)})", list(out))
+
+
+def _plain(lm, tokenizer, n: int, max_new_tokens: int, sampling: dict):
+    import torch
+
+    def answer(prompt) -> list[str]:
         inputs = _prompt_ids(tokenizer, prompt)
         with torch.no_grad():
             ids = generate_sharing_prompts(lm.generate, lm, **inputs, max_new_tokens=max_new_tokens,
                                            num_return_sequences=n, pad_token_id=tokenizer.pad_token_id, **sampling)
         start = inputs["input_ids"].shape[1]
-        out += [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in ids]
-        yield GenerationProgress(len(out), total, f"Generated {len(out)}/{total} completions "
-                                                  f"(prompt {i + 1}/{len(prompts)})", list(out))
+        return [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in ids]
+
+    return answer
+
+
+def _tools(setting: ToolSetting) -> list:
+    from backend.tools import build_tools
+
+    try:
+        return build_tools(setting.tools, setting.workspace)
+    except Exception as e:  # noqa: BLE001 - a tool that cannot be made (a folder, a file, a signature), said so
+        raise PlaygroundError(f"tools: {e}") from None
+
+
+def _tool_tokenizer(tokenizer, setting: ToolSetting, model: str):
+    from backend.data.templates import tool_template_problem
+    from backend.tools.loop import tool_tokenizer
+
+    tokenizer = tool_tokenizer(tokenizer, setting.chat_template)
+    if why := tool_template_problem(tokenizer, setting.chat_template, model):
+        raise PlaygroundError(f"chat template: {why}")
+    return tokenizer
+
+
+def _with_tools(lm, tokenizer, built: list, setting: ToolSetting, n: int, max_new_tokens: int, sampling: dict):
+    from backend.rewards.trajectory import trajectory_text
+    from backend.tools.loop import answer_with_tools
+
+    def answer(prompt) -> list[str]:
+        conversation = prompt if is_conversation(prompt) else [{"role": "user", "content": str(prompt)}]
+        added = answer_with_tools(lm, tokenizer, [list(conversation)] * n, built, max_new_tokens,
+                                  setting.max_iterations, sampling)
+        return [trajectory_text(messages) for messages in added]
+
+    return answer
 
 
 # ---- scoring and what it says ----
@@ -246,9 +306,11 @@ def score(sources, prompts: list[PromptRow], completions: list[str], workspace: 
         raise PlaygroundError("no reward sources: add at least one")
     groups = groups if groups is not None else assign_completions(len(completions), len(prompts))
     rows = [prompts[g] for g in groups]
-    # conversational prompts get conversational completions, as in training
-    given = [[{"role": "assistant", "content": c}] if is_conversation(r.prompt) else c
-             for r, c in zip(rows, completions)]
+    # conversational prompts get conversational completions, as in training; a shown exchange (calls →, results
+    # ←) is scored as its messages, as a run with tools scores it
+    given = [parse_trajectory(c) for c in completions]
+    given = [c if is_conversation(c) else [{"role": "assistant", "content": c}] if is_conversation(r.prompt) else c
+             for r, c in zip(rows, given)]
     names = sorted({k for r in rows for k in r.columns})
     columns = {k: [r.columns.get(k) for r in rows] for k in names}
     result = score_completions(configs, [r.prompt for r in rows], given, workspace, **columns)
@@ -258,7 +320,8 @@ def score(sources, prompts: list[PromptRow], completions: list[str], workspace: 
              for (name, scores), w in zip(result["sources"].items(), weights)]
     penalties = [lam * sum(c[i] or 0.0 for c in costs.values()) for i in range(len(given))]
     totals = [t - p for t, p in zip(result["total"], penalties)]
-    table = [ScoredCompletion(r.text, completion_text(c), {s.name: s.scores[i] for s in stats}, totals[i])
+    table = [ScoredCompletion(r.text, trajectory_text(c) if has_tool_traffic(c) else completion_text(c),
+                              {s.name: s.scores[i] for s in stats}, totals[i])
              for i, (r, c) in enumerate(zip(rows, given))]
     total = source_stats("total", totals, 1.0)
     penalty = statistics.fmean(penalties) if costs and penalties else None

@@ -7,7 +7,9 @@ A plain-text completion made no calls: 0 for every kind. Plain Python, microseco
 """
 from __future__ import annotations
 
+import ast
 import json
+import re
 
 from backend.rewards.base import RewardFunction, content_text, is_conversation
 
@@ -136,15 +138,62 @@ def _call_text(call: dict) -> str:
 
 
 def trajectory_text(messages: list[dict]) -> str:
-    """A tool-calling completion turn by turn: assistant text, its calls (→), their results (←), the final answer
-    last, as the model wrote them."""
+    """A tool-calling completion turn by turn: assistant text, its calls (→), their results (←, a result's further
+    lines indented), the final answer last, as the model wrote them. `parse_trajectory` reads it back."""
     lines = []
     for m in messages:
         role = m.get("role")
         if role == "tool":
-            lines.append(f"← {m.get('name') or 'tool'}: {_cut(content_text(m.get('content')).strip())}")
+            result = _cut(content_text(m.get("content")).strip()).replace("\n", "\n" + _MORE)
+            lines.append(f"← {m.get('name') or 'tool'}: {result}")
             continue
         if text := content_text(m.get("content")).strip():
             lines.append(text if role in (None, "assistant") else f"{role}: {text}")
         lines += [_call_text(c) for c in calls(m)]
     return "\n".join(lines)
+
+
+_MORE = "  "  # a tool result's further lines
+_CALL = re.compile(r"^→ ([A-Za-z_][A-Za-z0-9_]*)\((.*)\)$")
+_RESULT = re.compile(r"^← ([^:]*): ?(.*)$")
+
+
+def parse_trajectory(text: str):
+    """`trajectory_text` read back into messages (assistant turns with their `tool_calls`, `tool` results), so a
+    shown or pasted exchange is scored as one; text without a call or result line is returned as it is. Arguments
+    shown cut short (…) stay their text."""
+    lines = text.splitlines()
+    if not any(_CALL.match(line.strip()) or _RESULT.match(line) for line in lines):
+        return text
+    messages: list[dict] = []
+    current = None  # the assistant message being read, or the tool result lines continue
+
+    def assistant() -> dict:
+        nonlocal current
+        if current is None or current.get("role") != "assistant":
+            current = {"role": "assistant", "content": ""}
+            messages.append(current)
+        return current
+
+    for line in lines:
+        if call := _CALL.match(line.strip()):
+            assistant().setdefault("tool_calls", []).append(
+                {"type": "function", "function": {"name": call[1], "arguments": _arguments(call[2])}})
+        elif result := _RESULT.match(line):
+            current = {"role": "tool", "name": result[1], "content": result[2]}
+            messages.append(current)
+        elif current is not None and current["role"] == "tool" and line.startswith(_MORE):
+            current["content"] += "\n" + line[len(_MORE):]
+        else:
+            message = assistant()
+            message["content"] = f"{message['content']}\n{line}" if message["content"] else line
+    return messages
+
+
+def _arguments(inner: str):
+    """`a=1, b='x'` as {"a": 1, "b": "x"}; text that does not read so, as it is."""
+    try:
+        call = ast.parse(f"f({inner})", mode="eval").body
+        return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+    except (SyntaxError, ValueError, TypeError):
+        return inner

@@ -116,3 +116,47 @@ def test_tool_metrics_are_logged_for_tool_runs_only():
         "tools/episodes_using/calculator": 2 / 3, "tools/episodes_using/search": 1 / 3}
     later = run_batch(recorder, funcs, [PLAIN])  # once tools were seen, a batch without calls logs zeros
     assert later["tools/calls_per_episode"] == 0.0 and later["tools/episodes_using/search"] == 0.0
+
+
+def test_a_shown_exchange_reads_back_into_its_messages():
+    from backend.rewards.trajectory import parse_trajectory, trajectory_text
+
+    exchange = [{"role": "assistant", "content": "Let me compute.",
+                 "tool_calls": [{"type": "function",
+                                 "function": {"name": "python", "arguments": {"code": "print(1)\nprint(2)"}}}]},
+                {"role": "tool", "name": "python", "content": "1\n2"}, {"role": "assistant", "content": "2"}]
+    text = trajectory_text(exchange)
+    assert text.splitlines()[2:4] == ["← python: 1", "  2"]  # a result's further lines indented
+    assert parse_trajectory(text) == exchange
+    assert parse_trajectory("an answer\nover two lines") == "an answer\nover two lines"  # no call: text as it is
+    cut = parse_trajectory("→ search(query='a long …)\nno")  # arguments shown cut short stay their text
+    assert cut[0]["tool_calls"][0]["function"] == {"name": "search", "arguments": "query='a long …"}
+
+
+def test_the_playground_scores_a_pasted_exchange_as_its_messages_and_answers_through_the_tools(workspace,
+                                                                                                tiny_model):
+    from backend import playground
+    from backend.chat import ChatModels
+    from backend.models import ModelCache, ModelRef
+    from tests.unit.test_chat_tools import QUESTION, Scripted
+
+    prompts = [playground.PromptRow(1, [{"role": "user", "content": QUESTION}], {"answer": "10063"})]
+    pasted = ["→ calculator(expression='347 * 29')\n← calculator: 10063\n10063", "10063"]
+    sources = [{"type": "tool_used"}, {"type": "numeric_match", "params": {"column": "answer"}}]
+    result = playground.score(sources, prompts, pasted, workspace, groups=[0, 0])
+    assert [r.scores["tool_used"] for r in result.rows] == [1.0, 0.0]
+    assert [r.scores["numeric_match"] for r in result.rows] == [1.0, 1.0]  # the final answer, as in training
+    assert result.rows[0].completion == pasted[0]  # the table shows the exchange
+
+    loaded = ChatModels(ModelCache()).get(ModelRef.parse(str(tiny_model)))
+    scripted = Scripted(loaded.tokenizer, ['<tool_call>\n{"name": "calculator", "arguments": {"expression": '
+                                           '"347 * 29"}}\n</tool_call>', "10063"])
+    cache = SimpleNamespace(spec=None, get=lambda spec: (scripted, loaded.tokenizer))
+    setting = playground.ToolSetting([{"type": "calculator"}], "chatml-tools", 2, workspace)
+    *_, last = playground.generate_completions([p.prompt for p in prompts], "scripted", 1, 16, temperature=0,
+                                               cache=cache, tools=setting)
+    assert last.completions == [pasted[0]]  # the call, its result from the real calculator, the answer
+    assert loaded.tokenizer.chat_template is not None and getattr(loaded.tokenizer, "response_template", None) is None
+    with pytest.raises(playground.PlaygroundError, match="tools: .*missing"):
+        list(playground.generate_completions(["q"], "scripted", 1, 4, cache=cache, tools=playground.ToolSetting(
+            [{"type": "search", "params": {"folder": "missing"}}], "chatml-tools", 2, workspace)))
