@@ -322,8 +322,9 @@ def _generate(loaded: LoadedModel, messages: list[dict], sampling: Sampling, str
 def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatTools, sampling: Sampling, streamer,
                          stop: threading.Event, events: queue.Queue, side: int) -> None:
     """One answer through the tool loop; each call is reported as it starts and ends, the loop's messages last."""
+    from backend.data.templates import tool_tokenizer
     from backend.tools import build_tools
-    from backend.tools.loop import answer_with_tools, tool_tokenizer
+    from backend.tools.loop import answer_with_tools
 
     def report(name, arguments, result):
         events.put((side, "", False, None, streamer.tokens, {"call": (name, arguments), "result": result}))

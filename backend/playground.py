@@ -239,7 +239,7 @@ def _tools(setting: ToolSetting) -> list:
 
 def _tool_tokenizer(tokenizer, setting: ToolSetting, model: str):
     from backend.data.templates import tool_template_problem
-    from backend.tools.loop import tool_tokenizer
+    from backend.data.templates import tool_tokenizer
 
     tokenizer = tool_tokenizer(tokenizer, setting.chat_template)
     if why := tool_template_problem(tokenizer, setting.chat_template, model):

@@ -19,8 +19,9 @@ run never saw, greedy. One table at the end: task, base score, trained score, mi
         with the calculator as GRPO trains (its tools, chat template and tool-calling turns); prints the three side
         by side: right number, share of episodes calling the calculator, minutes of each stage.
         target: after GRPO >= 80% right AND >= 90% of episodes calling the calculator, within 20 minutes
-  orpo, simpo  presets/orpo_demo.yaml / simpo_demo.yaml for 100 steps on dpo's 100 pairs, judged like dpo (win
-        rate against the base on the held-out prompts, the same reward model, trained once for dpo, orpo and simpo).
+  orpo, simpo  presets/orpo_demo.yaml / simpo_demo.yaml (dpo_labels' LoRA, rate and steps) on dpo's 100 pairs,
+        judged like dpo (win rate against the base on the held-out prompts, by the same reward model, trained once
+        per workspace).
         target: >= 65%, as dpo's
   online_dpo  presets/online_dpo_demo.yaml: pairs sampled on the arithmetic sums, judged by numeric_match; right
         number on the 32 held-out sums against the base.   target: above the base
@@ -110,21 +111,20 @@ def _arithmetic_rows(store, task: str, also: list[str], run, minutes: float) -> 
              strict >= 0.5 and total <= 15)]
 
 
-_JUDGE: dict = {}  # the reward model judging the preference tasks, trained once per workspace
-
-
 def _pairs_and_judge(store):
-    """(the 100 pairs' file, the rm run trained on them, its minutes: 0 once trained for an earlier task)."""
+    """(the 100 pairs' file, the rm run trained on them, its minutes): trained once per workspace, so the
+    preference tasks (and a rerun in the same --workspace) share one judge."""
     from backend.data import BUILTIN_DATASETS
 
-    if store.workspace not in _JUDGE:
-        rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
-        train_file = store.workspace / "pairs.jsonl"
-        train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
-        rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
-        _JUDGE[store.workspace] = (train_file, rm)
-        return train_file, rm, rm_minutes
-    return (*_JUDGE[store.workspace], 0.0)
+    train_file = store.workspace / "pairs.jsonl"
+    judges = [r for r in store.list_runs() if r.config.mode == "rm" and r.status == "completed"
+              and r.config.dataset == str(train_file) and r.config.max_steps == 60]
+    if judges:
+        return train_file, judges[0], 0.0
+    rows = [json.loads(line) for line in BUILTIN_DATASETS["demo-preference"].read_text().splitlines()]
+    train_file.write_text("".join(json.dumps(r) + "\n" for r in rows[:100]))
+    rm, rm_minutes = train(store, "rm_demo.yaml", dataset=str(train_file), max_steps=60)
+    return train_file, rm, rm_minutes
 
 
 def _preference(store, task: str, preset: str, **overrides) -> list[tuple]:
@@ -143,11 +143,11 @@ def dpo(store) -> list[tuple]:
 
 
 def orpo(store) -> list[tuple]:
-    return _preference(store, "orpo on labels", "orpo_demo.yaml", max_steps=100, save_steps=0)
+    return _preference(store, "orpo on labels", "orpo_demo.yaml")
 
 
 def simpo(store) -> list[tuple]:
-    return _preference(store, "simpo on labels", "simpo_demo.yaml", max_steps=100, save_steps=0)
+    return _preference(store, "simpo on labels", "simpo_demo.yaml")
 
 
 def online_dpo(store) -> list[tuple]:

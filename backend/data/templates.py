@@ -194,3 +194,16 @@ def tool_template_problem(tokenizer, template_name: str, model: str) -> str | No
     if template_name == TOOLS_TEMPLATE and not is_chat_template_prefix_preserving(tokenizer):
         return f"{TOOLS_TEMPLATE} renders turns differently as the conversation goes on"  # a guard on our own template
     return None
+
+
+def tool_tokenizer(tokenizer, template: str):
+    """A cached model's tokenizer as a run with tools used it: `template`, reading tool calls back. A copy: the
+    cached one stays as it is for everything else using the model (Chat's other side, the API), and the loop pads
+    and encodes without the model's encode lock."""
+    import copy
+
+    tokenizer = copy.deepcopy(tokenizer)  # ~0.1 s: a shallow copy would share the fast tokenizer's padding state
+    if (text := template_text(template)) is not None:
+        tokenizer.chat_template = text
+    use_tool_parser(tokenizer, template)
+    return tokenizer

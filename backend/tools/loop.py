@@ -31,21 +31,6 @@ def call_tool(tools: dict[str, Callable], call: dict) -> tuple[str, str]:
         return name, tool_error(e)
 
 
-def tool_tokenizer(tokenizer, template: str):
-    """A cached model's tokenizer as a run with tools used it: `template`, reading tool calls back. A copy: the
-    cached one stays as it is for everything else using the model (Chat's other side, the API), and the loop pads
-    and encodes without the model's encode lock."""
-    import copy
-
-    from backend.data.templates import template_text, use_tool_parser
-
-    tokenizer = copy.deepcopy(tokenizer)  # ~0.1 s: a shallow copy would share the fast tokenizer's padding state
-    if (text := template_text(template)) is not None:
-        tokenizer.chat_template = text
-    use_tool_parser(tokenizer, template)
-    return tokenizer
-
-
 def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: list[Callable], max_new_tokens: int,
                       max_iterations: int, sampling: dict | None = None) -> list[list[dict]]:
     """Each conversation's new messages: assistant turns (with their `tool_calls`) and `tool` results, the final
