@@ -110,7 +110,9 @@ def sources_from_values(values: Sequence) -> list[dict]:
 def _source(kind, name, weight, params, role, budget, when) -> dict:
     source = {"type": kind, "name": (name or "").strip(), "weight": weight, "params": params or "",
               "role": role or "reward"}
-    if budget not in (None, ""):  # a budget on a reward is passed on for the schema to refuse by name
+    # a budget on a reward is passed on for the schema to refuse by name; a 0 there is what an empty number box
+    # mounted in a hidden tab sends back (the Reward playground's), not something typed
+    if budget not in (None, "") and not (source["role"] == "reward" and budget == 0):
         source["budget"] = budget
     if (when or "").strip():
         source["when"] = when.strip()

@@ -60,6 +60,9 @@ def test_a_cost_rows_role_and_budget_round_trip_and_a_stray_budget_is_refused_by
     (source,) = reward_editor.sources_from_values(values[:4] + ["reward", 0.05] + values[6:])
     with pytest.raises(ValueError, match="budget: only a cost source has a budget"):
         build_config({"mode": "grpo", "reward_sources": [{**source, "params": {"keywords": ["x"]}}]})
+    # the 0 an empty number box mounted in a hidden tab sends back is no budget on a reward row
+    (source,) = reward_editor.sources_from_values(values[:4] + ["reward", 0] + values[6:])
+    assert "budget" not in source
 
 
 def test_a_gated_rows_when_round_trips_and_a_gate_on_no_earlier_source_is_refused_by_name(form):
