@@ -432,3 +432,17 @@ def test_a_stalled_worker_restarted_before_its_first_checkpoint_starts_again_fro
     assert auto_resume_from(ended, 0, (tmp_path / "checkpoint-4", 4), limit=3, from_scratch=True)[0] == 4
     # a worker that died by itself is not started again from nothing (auto_resume needs a checkpoint)
     assert auto_resume_from(ended, 0, None, limit=3)[0] is None
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_metric_a_mode_declares_is_one_its_trainer_logs(mode):
+    """What a mode declares (spec.metrics) is what sweeps offer as objectives (backend.sweeps.spec.objective_metrics)
+    and what Compare and the Runs tab chart first: each name must be written by the files that log the mode's
+    metrics, so a new mode cannot offer an objective no run of it would ever record."""
+    from backend.sweeps.spec import objective_metrics
+
+    files = [*LOGGED[mode], "transformers/trainer.py", "backend/modes/training.py", f"backend/modes/{mode}.py"]
+    text = "\n".join(_source(f) for f in files if f.startswith(("trl", "transformers")) or (ROOT / f).exists())
+    missing = [n for n in MODES[mode].metrics if not _writes(text, n)]
+    assert missing == [], (mode, missing)
+    assert set(MODES[mode].metrics) <= set(objective_metrics(config_of(mode)))
