@@ -226,6 +226,16 @@ class CPOSettings(_Section):
                              description="Weight of the SFT (negative log-likelihood) loss on the chosen answers "
                                          "added to the preference loss; 0 trains on the preference alone.",
                              json_schema_extra=_meta("advanced", aliases=("cpo_alpha",)))
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5, title="Label smoothing",
+                                   description="The chance that a pair's preference is wrong (noisy labels): the "
+                                               "sigmoid loss then also learns a little from the reversed pair. 0 "
+                                               "trusts every pair; hinge and ipo ignore it.",
+                                   json_schema_extra=_meta("advanced", aliases=("label_smoothing",)))
+
+    def check(self, run: RunConfig) -> None:
+        if self.label_smoothing and self.loss_type != "sigmoid":
+            raise ValueError(f"cpo.label_smoothing: the {self.loss_type} loss ignores it; set it to 0 or use "
+                             "cpo.loss_type sigmoid")
 
 
 class SimPOSettings(_Section):

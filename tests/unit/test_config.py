@@ -248,6 +248,9 @@ def test_trl_names_map_to_the_schema_in_presets_and_set():
     assert (c.simpo.beta, c.simpo.simpo_gamma, c.simpo.cpo_alpha, c.cpo.cpo_alpha) == (2.5, 1.2, 0.1, 1.0)
     c = build_config(apply_overrides({"mode": "cpo"}, ["beta=0.2", "loss_type=ipo", "cpo_alpha=0"]))
     assert (c.cpo.beta, c.cpo.loss_type, c.cpo.cpo_alpha, c.dpo.beta) == (0.2, "ipo", 0.0, 0.1)
+    assert build_config({"mode": "cpo", "label_smoothing": 0.1}).cpo.label_smoothing == 0.1
+    with pytest.raises(ConfigError, match="cpo.label_smoothing: the hinge loss ignores it"):
+        build_config({"mode": "cpo", "cpo": {"loss_type": "hinge", "label_smoothing": 0.1}})
     c = build_config({"mode": "gkd", "teacher_model_name_or_path": "run:sft1", "lmbda": 0.8, "beta": 0.1,
                       "seq_kd": True})
     assert (c.gkd.teacher, c.gkd.lmbda, c.gkd.beta, c.gkd.seq_kd, c.teacher) == ("run:sft1", 0.8, 0.1, True,
