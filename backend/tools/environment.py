@@ -98,7 +98,8 @@ def _tool_method(name: str, schema: dict, timeout_s: float) -> Callable:
 
 def proxy_class(source: EnvironmentSource, found: dict, timeout_s: float) -> type:
     """A class TRL can pool: reset and each tool method forward to the user's instance in its child process;
-    `episode_reward()` (not a TRL hook: the `environment` reward source reads it) is get_reward's value."""
+    `_episode_reward()` (underscored: not a tool, not TRL's get_reward hook; the `environment` reward source reads
+    it) is get_reward's value."""
 
     def __init__(self, user: UserObject | None = None):
         self._user = user or UserObject(source.path, source.class_name, source.label, doing="running")
