@@ -7,7 +7,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 # A server keeps a warm supervisor per workspace: its imports would take CPU from the suite's runs on a 2-core
 # machine. tests/integration/test_warm_start.py turns it on where it is tested.
 os.environ["WORKBENCH_WARM_WORKER"] = "0"
-if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes share the cores: one thread each for torch's work
+if os.environ.get("PYTEST_XDIST_WORKER"):  # the unit tests in two processes: one thread each for torch's work
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from pathlib import Path  # noqa: E402
