@@ -238,8 +238,7 @@ def _tools(setting: ToolSetting) -> list:
 
 
 def _tool_tokenizer(tokenizer, setting: ToolSetting, model: str):
-    from backend.data.templates import tool_template_problem
-    from backend.data.templates import tool_tokenizer
+    from backend.data.templates import tool_template_problem, tool_tokenizer
 
     tokenizer = tool_tokenizer(tokenizer, setting.chat_template)
     if why := tool_template_problem(tokenizer, setting.chat_template, model):
@@ -248,7 +247,6 @@ def _tool_tokenizer(tokenizer, setting: ToolSetting, model: str):
 
 
 def _with_tools(lm, tokenizer, built: list, setting: ToolSetting, n: int, max_new_tokens: int, sampling: dict):
-    from backend.rewards.trajectory import trajectory_text
     from backend.tools.loop import answer_with_tools
 
     def answer(prompt) -> list[str]:

@@ -408,7 +408,7 @@ def constraint_unmet(series: Series, config, ended: bool, hints: dict) -> Diagno
         points = _finite(_values(series, f"cost/{name}/mean"))
         if len(points) < _T["trend_points"]:
             continue
-        recent = statistics.fmean(v for _, v in points[-max(1, len(points) // 3):])
+        recent = _recent(points)
         if recent > budget:
             lam = _finite(_values(series, f"lambda/{name}"))
             cap = config.constraint.lambda_max
