@@ -54,11 +54,23 @@ def ui_process(workspace, log: Path | None = None, env: dict | None = None, wait
             out.close()
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.call_failed = report.failed
+    return report
+
+
 @pytest.fixture
-def ui_server(tmp_path):
+def ui_server(tmp_path, request):
     workspace = tmp_path / "ws"
-    with ui_process(workspace, tmp_path / "ui.log") as url:
+    log = tmp_path / "ui.log"
+    with ui_process(workspace, log) as url:
         yield {"url": url, "workspace": workspace}
+    if getattr(request.node, "call_failed", False):  # what the server said is often why the page did not change
+        print(f"--- the last lines of the UI's log ({log}) ---\n" + "\n".join(log.read_text().splitlines()[-80:]),
+              file=sys.stderr)
     from tests.processes import leave_nothing_running
 
     leave_nothing_running(workspace)  # never leave a sweep driver or a worker behind

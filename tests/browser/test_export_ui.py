@@ -17,7 +17,9 @@ def test_export_a_finished_run_as_a_gguf_from_the_runs_tab(ui_server, page, tiny
     page.locator("#export-quant input").click()
     page.get_by_role("option", name="q8_0").click()
     page.click("#export-gguf")
-    page.wait_for_function(f"() => ({STATUS})().includes('GGUF exported')", timeout=180_000)
+    done = "s => ['GGUF exported', 'Cannot export', 'Export failed'].some(w => s.includes(w))"
+    page.wait_for_function(f"() => ({done})(({STATUS})())", timeout=180_000)
+    assert "GGUF exported" in page.evaluate(STATUS), page.evaluate(STATUS)
     folder = workspace / "exports" / f"{run.id}-gguf-q8_0"
     assert f"ollama create NAME -f {folder / 'Modelfile'}" in page.evaluate(STATUS)
     assert [p.name for p in folder.glob("*.gguf")] == [f"{run.name}.q8_0.gguf"]
