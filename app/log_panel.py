@@ -37,7 +37,7 @@ def _tick_js(text_id: str) -> str:
     return ("async (n) => { const s = window.__wbFullLog = window.__wbFullLog || {v: null}; "
             f"const el = document.getElementById({text_id!r}); "
             "if (!el || el.offsetParent === null) { s.v = null; return n; } let v = null; "
-            f"try {{ const r = await fetch({STAMP_PATH.lstrip('/')!r}, {{cache: 'no-store'}}); "
+            f"try {{ const r = await fetch({STAMP_PATH.lstrip('/') + '?any=1'!r}, {{cache: 'no-store'}}); "
             "if (r.ok) v = await r.text(); } catch (e) {} "
             "if (v === null) return n; const changed = s.v !== null && v !== s.v; s.v = v; "
             "return changed ? String(Number(n) + 1) : n; }")

@@ -19,6 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
+from gradio.blocks import BlockContext  # noqa: E402
 
 from app import (chat_tab, doctor_render, eval_tab, i18n, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
                  train_tab)
@@ -49,8 +50,9 @@ CSS = """
 .wb-status { font-variant-numeric: tabular-nums; }
 .wb-bar { height: 8px; border-radius: 4px; background: var(--neutral-200); overflow: hidden; }
 .wb-bar > div { height: 100%; transition: width 0.6s ease; }
-.wb-bar.wb-busy > div { width: 30% !important; animation: wb-slide 1.4s infinite ease-in-out; }
-@keyframes wb-slide { from { margin-left: -30%; } to { margin-left: 100%; } }
+.wb-bar.wb-busy > div { width: 30% !important; animation: wb-slide 1.4s infinite ease-in-out;
+  will-change: transform; }
+@keyframes wb-slide { from { transform: translateX(-100%); } to { transform: translateX(334%); } }
 .wb-bottom { align-items: flex-end; }
 .wb-log { display: flex; flex-direction: column-reverse; overflow-y: auto; max-height: 320px;
   border: 1px solid var(--border-color-primary); border-radius: var(--radius-lg);
@@ -211,14 +213,21 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
 
 
 def untracked_progress(demo: gr.Blocks) -> None:
-    """Events that show no progress track it on their first output only. Gradio's page keeps a loading status for
-    every output of every event it has run and, on each later event, looks each of them up in the whole component
-    tree (~830 here): the language's load event alone (~500 outputs) made every poll cost the browser ~0.5 s,
-    a whole core while a run is watched, and a run beside it on the same cores ran ~2-3x slower. One output, not
-    none: with none, a value set on a tab not yet shown never fires that component's change event."""
+    """Events that show no progress track it on their first output only, and no event tracks it on a layout
+    block (the Tabs, a Column) or a timer. Gradio's page keeps a loading status for every progress target of
+    every event and, on each event, looks each of them up in the whole component tree (~990 blocks here), and
+    walks a target's children: the language's load event alone (~500 outputs) made every poll cost the browser
+    ~0.5 s, and one button that opens a tab (the Tabs, ~970 blocks, as a target) kept the renderer busy while
+    a run loaded beside it on the same two cores. One output, not none: with none, a value set on a tab not yet
+    shown never fires that component's change event."""
+    def plain(block) -> bool:  # an HTML is a BlockContext too, one without children
+        return not (isinstance(block, BlockContext) and block.children or isinstance(block, gr.Timer))
+
     for fn in demo.fns.values():
-        if fn.show_progress == "hidden" and fn.show_progress_on is None:
-            fn.show_progress_on = fn.outputs[:1]
+        if fn.show_progress_on is not None:
+            continue
+        targets = [o for o in fn.outputs if plain(o)] or fn.outputs
+        fn.show_progress_on = targets[:1] if fn.show_progress == "hidden" else targets
 
 
 def metrics_route(workspace: str | Path, auth: tuple[str, str] | None = None):
@@ -276,13 +285,15 @@ def exports_route(workspace: str | Path):
 
 
 def stamp_route(workspace: str | Path):
-    """GET STAMP_PATH: the store's change counter (SQLite's data_version on a connection of its own, which
-    moves whenever another connection commits), so an idle page's poll ticks stay in the browser
-    (app/tab_polls.py). Behind the login like the page."""
+    """GET STAMP_PATH: the store's change counter (backend.runs.store.changes: every write a page may show, a
+    heartbeat only now and then), so an idle page's poll ticks stay in the browser (app/tab_polls.py); with
+    `?any=1`, SQLite's data_version, which moves on every commit, heartbeats included (the full log follows a
+    run's file by it while the run writes nothing else). Behind the login like the page."""
     from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
 
     from app.tab_polls import STAMP_PATH
+    from backend.runs.store import changes
 
     db = sqlite3.connect(RunStore(workspace).path, check_same_thread=False)
     lock = threading.Lock()
@@ -292,7 +303,9 @@ def stamp_route(workspace: str | Path):
             return Response(status_code=401)
         with lock:
             version = db.execute("PRAGMA data_version").fetchone()[0]
-        return PlainTextResponse(str(version), headers={"Cache-Control": "no-store"})
+            counted = None if request.query_params.get("any") else changes(db)
+        return PlainTextResponse(str(version if counted is None else counted),
+                                 headers={"Cache-Control": "no-store"})
 
     return Route(STAMP_PATH, stamp, methods=["GET"])
 

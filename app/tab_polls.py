@@ -9,7 +9,8 @@ Opening a tab from a handler goes through `open`, which switches the timers too 
 A backend event costs the frontend bookkeeping for every component any event has shown progress on (kept small
 by `app.main.untracked_progress`), so a tick runs in the browser alone: it fetches the store's change stamp (`STAMP_PATH`, served by app/main.py) and moves a
 counter in a hidden box when the stamp changed; the tab's polls run on that box's change, i.e. when a process
-wrote to the store (a live run's heartbeat does every 2 s), never while nothing happens.
+wrote to the store something a page may show (a heartbeat only every BEAT_EVERY_S), never while nothing
+happens.
 """
 from __future__ import annotations
 

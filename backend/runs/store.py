@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import math
 import os
@@ -241,6 +242,7 @@ class RunStore:
         self.path = self.workspace / "workbench.db"
         self._local = threading.local()
         self._tables_made: list[RunReferences] = []
+        self._counting = False  # the change counter's triggers are in place (checked once per store)
         self.read_only = ""  # why the store was opened read-only, e.g. "is on a read-only file system"
         self.absent = ""  # while there is no database: when it is made ("on_use", "never")
         if self._open_read_only():  # its runs can still be listed and shown
@@ -354,13 +356,18 @@ class RunStore:
             return write()
 
     def _make_registered_tables(self) -> None:
-        """Other packages' tables, including those registered after this store was opened."""
+        """Other packages' tables, including those registered after this store was opened; then the change
+        counter's triggers over every table."""
         for module in _PROVIDERS:
             import_module(module)
         with self._connect() as db:
-            for refs in [r for r in _REFERENCES if r not in self._tables_made]:
+            made = [r for r in _REFERENCES if r not in self._tables_made]
+            for refs in made:
                 db.executescript(refs.tables)
                 self._tables_made.append(refs)
+            if made or not self._counting:
+                _count_changes(db)
+                self._counting = True
 
     @contextmanager
     def _connect(self):
@@ -665,6 +672,61 @@ class RunStore:
             rows = db.execute("SELECT id, step, data, time FROM samples WHERE run_id=? AND id>? ORDER BY id",
                               (run_id, after_id)).fetchall()
         return [{"id": r["id"], "step": r["step"], "time": r["time"], **json.loads(r["data"])} for r in rows]
+
+
+CHANGES_TABLE = "store_changes"
+BEAT_EVERY_S = 15  # a heartbeat moves the change counter at most this often (a page's elapsed times stay fresh)
+
+
+def _count_changes(db: sqlite3.Connection) -> None:
+    """Keep CHANGES_TABLE's one number moving on every write that a page may show, and not on heartbeats.
+    SQLite's data_version moves on any commit, and live processes write a heartbeat every HEARTBEAT_S: a page
+    that polled on it redrew every second while a run loaded, and took the CPU the run needed. Triggers on every
+    table: an insert or delete, an update of any column but a *beat_at one; a heartbeat once per BEAT_EVERY_S."""
+    bump = f"BEGIN UPDATE {CHANGES_TABLE} SET n = n + 1; END"
+    db.execute(f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} (n INTEGER NOT NULL)")
+    wanted = {}
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE "
+                                       "'sqlite_%' AND name != ?", (CHANGES_TABLE,))]
+    for table in tables:
+        columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        shown = [c for c in columns if not c.endswith("beat_at")]
+        wanted[f"changes_{table}_insert"] = f"AFTER INSERT ON {table} {bump}"
+        wanted[f"changes_{table}_delete"] = f"AFTER DELETE ON {table} {bump}"
+        # named by its columns: a column a migration adds gets a new trigger in place of the old one
+        key = hashlib.sha1(",".join(shown).encode()).hexdigest()[:8]
+        wanted[f"changes_{table}_update_{key}"] = f"AFTER UPDATE OF {', '.join(shown)} ON {table} {bump}"
+        for c in columns:
+            if c.endswith("beat_at"):
+                wanted[f"changes_{table}_{c}"] = (
+                    f"AFTER UPDATE OF {c} ON {table} WHEN CAST(NEW.{c} / {BEAT_EVERY_S} AS INTEGER) IS NOT "
+                    f"CAST(OLD.{c} / {BEAT_EVERY_S} AS INTEGER) {bump}")
+    have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger' AND name LIKE 'changes!_%' "
+                                     "ESCAPE '!'")}
+    if have == set(wanted) and db.execute(f"SELECT 1 FROM {CHANGES_TABLE}").fetchone():
+        return
+    db.execute("BEGIN IMMEDIATE")  # two processes opening one store at once make them once
+    try:
+        if not db.execute(f"SELECT 1 FROM {CHANGES_TABLE}").fetchone():
+            db.execute(f"INSERT INTO {CHANGES_TABLE} (n) VALUES (0)")
+        for name in have - set(wanted):
+            db.execute(f"DROP TRIGGER IF EXISTS {name}")
+        for name, body in wanted.items():
+            db.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def changes(db: sqlite3.Connection) -> int | None:
+    """The change counter (None in a store made before it, until a writer opens it)."""
+    try:
+        row = db.execute(f"SELECT n FROM {CHANGES_TABLE}").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return row[0] if row else None
 
 
 def _migrate(db: sqlite3.Connection) -> None:

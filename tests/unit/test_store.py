@@ -170,3 +170,31 @@ def test_a_trainer_that_logs_no_step_time_gets_the_steps_own_time(tmp_path, monk
     callback.on_log(None, SimpleNamespace(global_step=3, max_steps=3), None, logs={"loss": 1.0, "step_time": 9.0})
     times = {m["step"]: m["value"] for m in store.metrics_since(run.id) if m["name"] == "step_time"}
     assert times == {2: 3.0, 3: 9.0}
+
+
+def test_the_change_counter_moves_on_what_a_page_shows_and_not_on_each_heartbeat(tmp_path, monkeypatch):
+    from backend.runs import store as store_module
+
+    store = RunStore(tmp_path)
+    run = store.create_run(build_config({}))
+    with store.connect() as db:
+        count = lambda: store_module.changes(db)  # noqa: E731
+        start = count()
+        clock = [1000.0]
+        monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
+        for _ in range(5):  # within one BEAT_EVERY_S: the first beat counts (none before), the rest do not
+            store.heartbeat(run.id)
+            store.worker_heartbeat(run.id)
+            clock[0] += 1
+        assert count() == start + 2
+        clock[0] += store_module.BEAT_EVERY_S
+        store.heartbeat(run.id)
+        assert count() == start + 3
+        store.update_run(run.id, status="running")
+        assert count() == start + 4
+        store.add_metrics(run.id, 1, {"loss": 1.0})
+        assert count() > start + 4
+    # the labeling and evaluation tables count too (registered by other packages)
+    with store.connect() as db:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    assert any(n.startswith("changes_evals_") for n in names) and any(n.startswith("changes_label") for n in names)
