@@ -7,7 +7,7 @@ import html
 from app import i18n
 from backend.config import ConfigError, RunConfig, build_config, set_path
 from backend.doctor import Diagnosis, describe, fix_text, stored_diagnoses, with_stall
-from backend.doctor.texts import SEVERITY
+from backend.doctor.texts import severity
 
 
 def _lang(lang: str) -> str:
@@ -28,18 +28,17 @@ def banner_markdown(found: list[Diagnosis], lang: str = i18n.DEFAULT) -> str:
     """The top diagnosis in bold with what to do, the others as a list; "" when there is none."""
     if not found:
         return ""
-    words = SEVERITY[_lang(lang)]
     top, *rest = found
     what, action = _line(top, lang)
     icon = "✖" if top.severity == "error" else "⚠"  # in every font (an emoji one may be missing)
-    text = f"{icon} **{i18n.text('doctor.title', lang)} — {words.get(top.severity, top.severity)}:** {what}"
+    text = f"{icon} **{i18n.text('doctor.title', lang)} — {severity(top.severity, _lang(lang))}:** {what}"
     if action:
         text += f"  \n→ {action}"
     if top.fix:
         text += f"  \n`{html.escape(fix_text(top.fix))}`"
     for d in rest:
         w, a = _line(d, lang)
-        text += f"\n- {words.get(d.severity, d.severity)}: {w}" + (f" → {a}" if a else "")
+        text += f"\n- {severity(d.severity, _lang(lang))}: {w}" + (f" → {a}" if a else "")
     return text
 
 

@@ -29,6 +29,7 @@ import gradio as gr
 
 from backend.config.build import field_paths
 from backend.core import locales
+from backend.doctor import texts as doctor_texts
 from backend.models import memory
 from backend.rewards.spec import KIND_DESCRIPTIONS, PARAM_MODELS, RewardSourceConfig
 
@@ -100,6 +101,7 @@ def english_sources() -> dict[str, dict[str, str]]:
         "reward_params": {f"{kind}.{name}": locales.setting_source(info.title or name, info.description or "")
                           for kind, model in PARAM_MODELS.items() for name, info in model.model_fields.items()},
         "memory": dict(memory.TEXTS),
+        "doctor": dict(doctor_texts.ENGLISH),
     }
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 from backend.doctor.checks import CHECKS, THRESHOLDS, Diagnosis, Series
-from backend.doctor.texts import NO_SIGNAL, SEVERITY, STALLED, describe
+from backend.doctor.texts import describe, severity, word
 
 __all__ = ["CHECKS", "THRESHOLDS", "Diagnosis", "Series", "describe", "diagnose", "diagnose_run", "series_of",
-           "stored_diagnoses", "parse_diagnoses", "with_stall", "NO_SIGNAL", "SEVERITY", "STALLED", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
+           "stored_diagnoses", "parse_diagnoses", "with_stall", "severity", "NO_SIGNAL_VERDICT", "verdict_of", "to_json",
            "status_words", "fix_text", "report_lines"]
 
 NO_SIGNAL_VERDICT = "no_signal"
@@ -85,13 +85,12 @@ def verdict_of(diagnoses: list[Diagnosis]) -> str:
 
 def status_words(run, lang: str = "en", status_text=None) -> str:
     """A run's status as the lists show it: "completed — no learning signal", "running — stalled"."""
-    word = status_text(run.status, lang) if status_text else run.status
-    lang = lang if lang in NO_SIGNAL else "en"
+    shown = status_text(run.status, lang) if status_text else run.status
     if run.status == "completed" and run.verdict == NO_SIGNAL_VERDICT:
-        return f"{word} — {NO_SIGNAL[lang]}"
+        return f"{shown} — {word('no_signal', lang)}"
     if run.status == "running" and run.stalled:
-        return f"{word} — {STALLED[lang]}"
-    return word
+        return f"{shown} — {word('stalled_word', lang)}"
+    return shown
 
 
 def fix_text(fix: dict) -> str:
@@ -104,6 +103,6 @@ def report_lines(diagnoses: list[Diagnosis], lang: str = "en") -> list[str]:
     out = []
     for d in diagnoses:
         what, action = describe(d.check, d.params, lang)
-        out.append(f"[{SEVERITY.get(lang, SEVERITY['en']).get(d.severity, d.severity)}] {what}"
+        out.append(f"[{severity(d.severity, lang)}] {what}"
                    + (f" -> {action}" if action else ""))
     return out

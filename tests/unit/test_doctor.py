@@ -11,7 +11,7 @@ from backend.config import build_config
 from backend.doctor import (CHECKS, NO_SIGNAL_VERDICT, describe, diagnose, diagnose_run, fix_text, report_lines,
                             status_words, stored_diagnoses, to_json, verdict_of)
 from backend.doctor.checks import Diagnosis
-from backend.doctor.texts import LANGS, TEXTS
+from backend.doctor.texts import DESCRIBED, LANGS
 from backend.core.mode_registry import MODES
 from backend.runs.stall import stall_reason
 from backend.runs.store import RunStore
@@ -259,7 +259,7 @@ def test_warm_up_longer_than_the_run():
 
 
 def every_diagnosis() -> list[Diagnosis]:
-    """One diagnosis of each kind the doctor has (texts.TEXTS), with the params its check writes (the browser
+    """One diagnosis of each kind the doctor has (texts.DESCRIBED), with the params its check writes (the browser
     test shows them all too)."""
     return [
         Diagnosis("zero_variance", "error", {"share": 1.0, "num_generations": 2, "truncated": False, "suggested": 4},
@@ -308,11 +308,13 @@ def every_diagnosis() -> list[Diagnosis]:
 
 def test_every_diagnosis_reads_in_both_languages():
     made = every_diagnosis()
-    assert {d.check for d in made} == set(TEXTS)
+    assert {d.check for d in made} == set(DESCRIBED)
     for d in made:
         for lang in LANGS:
             what, action = describe(d.check, d.params, lang)
             assert what != d.check and "{" not in what + action, (d.check, lang, what, action)
+            if lang == "zh":  # the Chinese, from the catalogue, not the English fallback
+                assert (what, action) != describe(d.check, d.params, "en"), d.check
     assert "92%" in describe("probe_dominant", made[-1].params)[0]
     assert "rl.max_completion_length=64" in describe("probe_truncation", made[17].params, "zh")[0]
     sparse = next(d for d in made if d.params.get("sparse"))
@@ -369,7 +371,7 @@ def test_the_doctor_page_documents_every_check_and_threshold():
     from backend.doctor import THRESHOLDS
 
     page = (ROOT / "docs" / "doctor.md").read_text()
-    missing = [name for name in [*THRESHOLDS, *CHECKS, *TEXTS] if f"`{name}`" not in page]
+    missing = [name for name in [*THRESHOLDS, *CHECKS, *DESCRIBED] if f"`{name}`" not in page]
     assert not missing, missing
     wrong = [name for name, value in THRESHOLDS.items() if f"| `{name}` | {value} |" not in page]
     assert not wrong, wrong  # the table's values are the code's

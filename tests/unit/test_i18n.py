@@ -36,7 +36,7 @@ def test_the_catalogues_load_once_and_hold_the_english_once():
     en, zh = locales.catalogue("en"), locales.catalogue("zh")
     assert locales.catalogue("en") is en  # read once, cached
     assert en["ui"]["tab.train"] == "Train" and zh["ui"]["tab.train"]["text"] == "训练"
-    assert set(zh) == {"ui", "settings", "reward_kinds", "reward_params", "memory"}
+    assert set(zh) == {"ui", "settings", "reward_kinds", "reward_params", "memory", "doctor"}
     # a setting's English is its Field's, never repeated in en.yaml; the schema-derived labels neither
     assert set(en) == {"ui"} and not any(k.startswith("reward.field.") for k in en["ui"])
     from backend.rewards.spec import RewardSourceConfig
