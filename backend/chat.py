@@ -20,6 +20,7 @@ import functools
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,6 +211,62 @@ def run_tools(ref: ModelRef | None, workspace: str | Path) -> ChatTools | None:
     return ChatTools(run.id, list(c.tools), c.data.chat_template, c.rl.max_tool_calling_iterations, Path(workspace))
 
 
+_TOOLS_KEPT = 8  # runs whose built tools the chat keeps (a user function's process, a search's index each)
+_built_tools: OrderedDict[tuple, list[Callable]] = OrderedDict()
+_built_lock = threading.Lock()
+
+
+def _tools_key(tools: ChatTools) -> tuple:
+    """What the built tools depend on: the run's tool settings and the files they read as they are now (a user
+    function's file edited, a search folder's files added or removed: built anew)."""
+    from backend.core.usercode import in_workspace
+    from backend.tools import as_configs
+
+    configs = as_configs(tools.configs)
+    stamps = []
+    for t in configs:
+        where = t.params.get("file") if t.type == "function" else t.params.get("folder") if t.type == "search" else None
+        if where:
+            try:
+                stamps.append(in_workspace(where, tools.workspace)[0].stat().st_mtime_ns)
+            except (OSError, ValueError):
+                stamps.append(None)  # building says what is wrong
+    return (tools.run_id, str(tools.workspace), tuple(t.model_dump_json() for t in configs), tuple(stamps))
+
+
+def chat_tools(tools: ChatTools) -> list[Callable]:
+    """The run's tools, built once and kept (a user function starts a process, ~2 s; a search indexes its folder)
+    while their settings and files stay as they are. A user function answers one call at a time: each chat
+    session's calls to it take turns."""
+    from backend.tools import as_configs, build_tools
+
+    key = _tools_key(tools)
+    with _built_lock:
+        if key in _built_tools:
+            _built_tools.move_to_end(key)
+            return _built_tools[key]
+    built = []
+    configs = as_configs(tools.configs)
+    for config, fn in zip(configs, build_tools(configs, tools.workspace)):
+        built.append(_one_at_a_time(fn) if config.type == "function" else fn)
+    with _built_lock:
+        _built_tools[key] = built
+        while len(_built_tools) > _TOOLS_KEPT:
+            _built_tools.popitem(last=False)  # its processes end with their last reference
+    return built
+
+
+def _one_at_a_time(fn: Callable) -> Callable:
+    lock = threading.Lock()
+
+    @functools.wraps(fn)
+    def tool(**arguments):
+        with lock:
+            return fn(**arguments)
+
+    return tool
+
+
 def _reporting(fn: Callable, report: Callable) -> Callable:
     """`fn` (a tool) telling `report` of each call as it starts (name, arguments, None) and ends (…, result); the
     same name, signature and docstring, so the template shows the model the same schema."""
@@ -323,7 +380,6 @@ def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatT
                          stop: threading.Event, events: queue.Queue, side: int) -> None:
     """One answer through the tool loop; each call is reported as it starts and ends, the loop's messages last."""
     from backend.data.templates import tool_tokenizer
-    from backend.tools import build_tools
     from backend.tools.loop import answer_with_tools
 
     def report(name, arguments, result):
@@ -331,7 +387,7 @@ def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatT
 
     try:
         tokenizer = tool_tokenizer(loaded.tokenizer, tools.template)
-        functions = [_reporting(fn, report) for fn in build_tools(tools.configs, tools.workspace)]
+        functions = [_reporting(fn, report) for fn in chat_tools(tools)]
         kwargs = sampling.generate_kwargs()
         max_new_tokens = kwargs.pop("max_new_tokens")
         if not kwargs["do_sample"]:  # as the loop's own greedy setting: no warnings about unused sampling values

@@ -164,3 +164,31 @@ def test_closing_the_stream_stops_the_tool_loop(workspace, tiny_model):
     while any(t.name.startswith("chat-generate") for t in threading.enumerate()) and time.time() < deadline:
         time.sleep(0.1)
     assert not any(t.name.startswith("chat-generate") for t in threading.enumerate())
+
+
+def test_a_runs_tools_are_built_once_for_its_turns_and_anew_when_their_file_changes(workspace):
+    """A user function starts a process (~2 s): the chat keeps it between turns, calls from two sessions take
+    turns on it, and an edited file is built anew."""
+    import os
+
+    from backend.tools import tool_schemas
+    from tests.unit.test_tools import USER_TOOLS
+
+    (workspace / "mytools.py").write_text(USER_TOOLS)
+    tools = chat.ChatTools("r1", [{"type": "calculator"},
+                                  {"type": "function", "params": {"file": "mytools.py", "function": "multiply"}}],
+                           "chatml-tools", 2, workspace)
+    first = chat.chat_tools(tools)
+    assert chat.chat_tools(tools) is first
+    assert [s["function"]["name"] for s in tool_schemas(first)] == ["calculator", "multiply"]  # the schema kept
+    mul = first[1]
+    results = []
+    threads = [threading.Thread(target=lambda i=i: results.append((i, mul(a=i, b=7)))) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == [(i, 7 * i) for i in range(6)]
+    stat = (workspace / "mytools.py").stat()
+    os.utime(workspace / "mytools.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert chat.chat_tools(tools) is not first
