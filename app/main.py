@@ -21,8 +21,8 @@ from pathlib import Path  # noqa: E402
 import gradio as gr  # noqa: E402
 from gradio.blocks import BlockContext  # noqa: E402
 
-from app import (chat_tab, doctor_render, eval_tab, i18n, label_layout, label_tab, playground_tab, runs_tab, sweeps_tab,  # noqa: E402
-                 train_tab)
+from app import (chat_tab, doctor_render, eval_tab, gradio_locale, i18n, label_layout, label_tab, playground_tab,  # noqa: E402
+                 runs_tab, sweeps_tab, train_tab)
 from app.choices import run_selection  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
 from app.tab_polls import TabPolls  # noqa: E402
@@ -147,11 +147,15 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
         def on_open(saved, request: gr.Request = None):
             """A fresh page: the language this browser chose before, else the server's."""
             code = i18n.remember(request, saved or lang)
+            # the picker as built needs no update: one sent late would undo a language picked while the page loaded
+            picker = {language: code} if code != i18n.pick(lang) else {}
             if code == i18n.DEFAULT:
-                return {language: code}  # the page is built in it
-            return {**words.updates(code), language: code}
+                return picker  # the page is built in it
+            return {**words.updates(code), **picker}
 
-        switched = language.input(on_language, language, [*words.components, chosen], show_progress="hidden")
+        # the js keeps the choice for Gradio's own words, from the next load
+        switched = language.input(on_language, language, [*words.components, chosen], show_progress="hidden",
+                                  js=gradio_locale.CHOSEN_JS)
         opened = demo.load(on_open, chosen, [*words.components, language], show_progress="hidden")
 
         def follow(run_id):
@@ -366,7 +370,7 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
                        enable_monitoring=False,  # its /monitoring/<key> page opened without the login
                        app_kwargs={"routes": routes,
                                    # Gradio checks the login on some of its routes only
-                                   "middleware": [login.guard()] if auth else [],
+                                   "middleware": [gradio_locale.middleware(lang), *([login.guard()] if auth else [])],
                                    "lifespan": dispatching(workspace),
                                    # FastAPI's route listing would answer without --auth; the UI needs none of it
                                    "openapi_url": None, "docs_url": None, "redoc_url": None},

@@ -1,5 +1,6 @@
 """The interface language: switched to 中文 in the header and back, remembered by the browser across a reload; the
-messages handlers write follow it (the memory estimate, the dataset line, the reward sources' help)."""
+messages handlers write follow it (the memory estimate, the dataset line, the reward sources' help), and Gradio's own
+words from the next load."""
 
 from pathlib import Path
 
@@ -38,6 +39,9 @@ def test_switch_to_chinese_and_back_remembered_across_a_reload(ui_server, page):
     page.reload()  # the browser keeps its choice
     page.get_by_role("tab", name="训练").wait_for(timeout=30_000)
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
+    # Gradio's own words follow from the load after the choice (it translates them once, as its page starts)
+    page.wait_for_function("() => document.body.innerText.includes('将文件拖放到此处')")
+    assert "Drop File Here" not in page.evaluate("() => document.body.innerText")
     page.locator("#language").get_by_text("English").click()
     page.get_by_role("tab", name="Train").wait_for()
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('Learning rate')")
