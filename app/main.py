@@ -148,7 +148,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             """A fresh page: the language this browser chose before, else the server's."""
             code = i18n.remember(request, saved or lang)
             # the picker as built needs no update: one sent late would undo a language picked while the page loaded
-            picker = {language: code} if code != i18n.pick(lang) else {}
+            picker = {language: code if code != i18n.pick(lang) else gr.update()}
             if code == i18n.DEFAULT:
                 return picker  # the page is built in it
             return {**words.updates(code), **picker}

@@ -90,3 +90,15 @@ def test_the_page_tracks_progress_on_few_components(tmp_path):
     assert not layout & {i for d in deps for i in d["show_progress_on"] or ()}  # a target's children are walked too
     tracked = {i for d in deps for i in (d["outputs"] if d["show_progress_on"] is None else d["show_progress_on"])}
     assert len(tracked) < 120, f"{len(tracked)} components show an event's progress"
+
+
+def test_the_pages_load_answers_each_language_with_updates_of_its_outputs(tmp_path):
+    """The load event (on_open) answers with a dict of its own outputs whatever the browser kept: an empty dict
+    reads to Gradio as one value for 547 outputs, fails the load and every step chained after it."""
+    from app.main import build_app
+
+    demo = build_app(tmp_path)
+    [fn] = [f for f in demo.fns.values() if f.name == "on_open" and len(f.outputs) > 100]
+    for saved in ("", "en", "zh"):
+        out = fn.fn(saved, None)
+        assert isinstance(out, dict) and out and set(out) <= set(fn.outputs), saved
