@@ -19,16 +19,12 @@ LOCALE_KEY = "workbench-gradio-locale"
 LOCALES = {"en": "en", "zh": "zh-CN"}  # the page's language -> Gradio's locale
 
 # On choosing a language (the picker's event runs it first, then hands the choice to the server): kept for the
-# next load; the page's lang attribute follows now through Gradio's changeLocale (CJK fonts go by it), found by its
-# module's URL: import() hands back the page's own instance.
+# next load; the page's lang attribute follows now (CJK fonts go by it). Not through Gradio's changeLocale: the
+# components already built keep their words, so it would only re-render every one of them mid-switch.
 CHOSEN_JS = """(code) => {
   const want = %s[code] || 'en';
   try { localStorage.setItem(%s, want); } catch (e) {}
-  const urls = [...performance.getEntriesByType('resource').map(e => e.name),
-                ...[...document.querySelectorAll('link[rel=modulepreload], script[type=module]')]
-                  .map(e => e.href || e.src)];
-  const core = urls.find(u => /\\/assets\\/core-[^/]*\\.js$/.test(u || ''));
-  if (core) import(core).then(m => m.changeLocale && m.changeLocale(want)).catch(() => {});
+  document.documentElement.lang = want;
   return code;
 }""" % (json.dumps(LOCALES), json.dumps(LOCALE_KEY))
 
@@ -36,9 +32,10 @@ CHOSEN_JS = """(code) => {
 def head_script(lang: str) -> bytes:
     """The browser's language as Gradio will read it: the page's chosen one, else the server's --lang when that is
     not English (a browser that chose nothing keeps its own)."""
-    fallback = LOCALES[i18n.pick(lang)] if i18n.pick(lang) != "en" else None
+    fallback = LOCALES[i18n.pick(lang)] if i18n.pick(lang) != i18n.DEFAULT else None
     return ("<script>(() => { let l = null; try { l = localStorage.getItem(%s); } catch (e) {} l = l || %s; "
-            "if (!l) return; for (const [k, v] of [['language', l], ['languages', [l]]]) "
+            "if (!l) return; document.documentElement.lang = l; "
+            "for (const [k, v] of [['language', l], ['languages', [l]]]) "
             "Object.defineProperty(Navigator.prototype, k, {get: () => v, configurable: true}); })();</script>"
             % (json.dumps(LOCALE_KEY), json.dumps(fallback))).encode()
 

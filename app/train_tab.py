@@ -128,6 +128,8 @@ def builtin_for_mode(dataset: str, mode: str, workspace: Path) -> str | None:
     return min(usable, key=lambda name: sum(_builtin_trains(name, m) for m in modes), default=None)
 
 
+SWAP_JS = "(shown, swap) => swap && shown === swap.from ? swap.to : shown"
+
 PREVIEW_CHARS = 300  # per cell; the full text is in the file and in "Show the first example"
 
 
@@ -193,6 +195,9 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     session = gr.State(TrainSession())
     pending_fix = gr.State({})  # the last reward check's suggested settings, for "Apply"
     started = gr.State(None)
+    # {"from": dataset, "to": the built-in set for the mode}, from the server; the browser swaps only while the field
+    # still shows "from" (a path typed while the answer was on its way stays)
+    swap = gr.JSON(None, visible=False, elem_id="dataset-swap")
     c: dict[str, gr.Component] = {}
 
     with gr.Row(equal_height=False):
@@ -325,8 +330,8 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
 
     def on_mode(mode, dataset, *switches):
         # a built-in set made for another mode is swapped for one made for this mode, when there is one
-        swap = builtin_for_mode(dataset, mode, workspace)
-        return form.mode_updates(mode, switches) | ({c["dataset"]: swap} if swap else {})
+        to = builtin_for_mode(dataset, mode, workspace)
+        return form.mode_updates(mode, switches) | {swap: {"from": dataset, "to": to} if to else None}
 
     def on_upload(path, request: gr.Request = None):
         lang = i18n.lang_of(request)
@@ -558,8 +563,9 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
     gr.on([c["model"].change, *forms.edit_events([x for x in form.inputs if x not in via_preview])], on_memory,
           **memory_io, show_progress="hidden", trigger_mode="always_last")
     # a setting shown only with another (reward sources in SFT / DPO / KTO: with eval.generate) follows both
-    c["mode"].change(on_mode, [c["mode"], c["dataset"], *form.switches], [*form.mode_outputs(), c["dataset"]],
-                     show_progress="hidden")
+    c["mode"].change(on_mode, [c["mode"], c["dataset"], *form.switches], [*form.mode_outputs(), swap],
+                     show_progress="hidden").then(None, [c["dataset"], swap], c["dataset"], js=SWAP_JS,
+                                                  show_progress="hidden")
     gr.on([switch.change for switch in form.switches], lambda mode, *on: form.mode_updates(mode, on),
           [c["mode"], *form.switches], form.mode_outputs(), show_progress="hidden")
     data_preview.select(on_row, {data_preview, c["dataset"], c["mode"], *data_inputs}, data_row,
@@ -574,7 +580,8 @@ def build(store: RunStore, polls: TabPolls, runs_view: gr.State, words=None) -> 
                     show_progress="hidden").then(on_memory, **memory_io, show_progress="hidden")
     show_example.click(on_example, {c["model"], c["dataset"], c["mode"], *data_inputs}, example)
     save_btn.click(on_save, form_values | {preset_name}, [preset, message])
-    load_btn.click(on_load, preset, [*form.outputs, message], show_progress_on=message).then(on_memory, **memory_io, show_progress="hidden")
+    load_btn.click(on_load, preset, [*form.outputs, message], show_progress_on=message).then(
+        on_memory, **memory_io, show_progress="hidden")
     return TrainTab(form=form, session=session, started=started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], preset], refresh=refresh,
                     preview=(on_preview, preview_io), memory=(on_memory, memory_io), sources=sources,

@@ -26,7 +26,8 @@ def test_grpo_with_two_reward_sources_shows_reward_charts_and_samples(ui_server,
     page.wait_for_selector("#model")
     choose(page, "mode", "grpo")
     page.wait_for_selector("#reward-sources", state="visible")
-    set_text(page, "dataset", "demo-math")
+    # the built-in SFT set the page opens on is swapped for the one made for GRPO, with answers to reward
+    page.wait_for_function("() => document.querySelector('#dataset input').value.startsWith('demo-math')")
     set_text(page, "model", tiny_model)
 
     # the dataset has an answer column: the reward starts as a numeric match against it, without a click

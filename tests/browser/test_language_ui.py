@@ -16,6 +16,7 @@ def test_switch_to_chinese_and_back_remembered_across_a_reload(ui_server, page):
     page.locator("#language").get_by_text("中文").click()
     page.get_by_role("tab", name="训练").wait_for()
     assert page.get_by_role("tab", name="运行").is_visible()
+    assert page.evaluate("() => document.documentElement.lang") == "zh-CN"  # CJK fonts go by it
     page.wait_for_function("() => document.querySelector('#start').textContent.includes('开始训练')")
     page.wait_for_function(f"() => ({LABEL})('learning_rate').includes('学习率')")
     # what handlers and the backend's structured parts write, in Chinese: the memory estimate, the dataset line
