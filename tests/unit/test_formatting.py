@@ -7,7 +7,8 @@ import yaml
 from app.formatting import (changed_settings, cli_command, error_markdown, eta_seconds, fmt_duration, progress_html,
                             run_table_rows, status_line)
 from app.choices import preset_choices
-from app.train_tab import format_text, save_preset
+from app.train_render import format_text
+from app.train_tab import save_preset
 from backend.config import ConfigError, RunConfig, apply_overrides, build_config, load_config
 from backend.data import FormatInfo
 from backend.runs.store import Run
