@@ -235,7 +235,7 @@ def on_start(ui: TrainUI, values: dict, request: gr.Request = None):
     except Exception as e:  # never a traceback in the page; the log has it
         log.exception("starting a run failed")
         return {ui.message: error_markdown([f"{type(e).__name__}: {e}"], i18n.text("train.could_not_start", lang),
-                                        lang), ui.started: None}
+                                           lang), ui.started: None}
     html = progress_html(run, lang=lang)
     queued = i18n.text("train.queued", lang) if run.status == "queued" else ""
     return {ui.message: i18n.text("train.started", lang, name=run.name, id=run.id, queued=queued),
@@ -346,8 +346,8 @@ def on_memory(ui: TrainUI, values: dict, request: gr.Request = None):
         config = ui.form.config_from(values)
     except ConfigError as e:
         lang = i18n.lang_of(request)
-        return {ui.memory: memory_markdown(None, why_not=i18n.text("train.fix_first", lang, error=e.errors[0]),
-                                        lang=lang)} | field_hints(ui, {}, lang)
+        why = i18n.text("train.fix_first", lang, error=e.errors[0])
+        return {ui.memory: memory_markdown(None, why_not=why, lang=lang)} | field_hints(ui, {}, lang)
     estimate, found = measured_memory(ui, config), measured_hints(ui, config)
     # the language is read once the measuring is done: a switch made meanwhile (whose own estimate may finish
     # first) is the one this answer speaks
@@ -405,8 +405,8 @@ def on_check(ui: TrainUI, values: dict, request: gr.Request = None):
         return {ui.reward_check: gr.update(value=error_markdown(e.errors, lang=lang), visible=True), **hidden}
     except Exception as e:  # noqa: BLE001 - never a traceback in the page; the log has it
         log.exception("the reward check failed")
-        return {ui.reward_check: gr.update(value=i18n.text("doctor.check_failed", lang,
-                                                        error=f"{type(e).__name__}: {e}"), visible=True), **hidden}
+        failed = i18n.text("doctor.check_failed", lang, error=f"{type(e).__name__}: {e}")
+        return {ui.reward_check: gr.update(value=failed, visible=True), **hidden}
     text = report.summary() + "\n\n" + (doctor_render.banner_markdown(report.diagnoses, lang)
                                         or i18n.text("doctor.all_good", lang))
     fix = doctor_render.fixes(report.diagnoses)
@@ -426,7 +426,7 @@ def on_apply(ui: TrainUI, values: dict, request: gr.Request = None):
     if fixed is None:
         return {ui.apply_fix: gr.update(visible=False)}
     return ui.form.updates_from(fixed, lang) | {ui.message: i18n.text("doctor.applied", lang, fix=fix_text(fix)),
-                                       ui.apply_fix: gr.update(visible=False), ui.pending_fix: {}}
+                                                ui.apply_fix: gr.update(visible=False), ui.pending_fix: {}}
 
 
 def refresh(ui: TrainUI):
