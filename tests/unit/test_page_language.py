@@ -113,7 +113,7 @@ def test_every_tab_writes_its_messages_in_the_session_language(page):
     """One real handler per tab, called for a Chinese session and for an English one."""
     from types import SimpleNamespace
 
-    from app.chat_tab import DEFAULT_SOURCES, ChatSession
+    from app.chat_layout import DEFAULT_SOURCES, ChatSession
     from app.label_layout import LabelView
     from app.sweep_render import SweepView
 
