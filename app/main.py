@@ -306,10 +306,10 @@ def stamp_route(workspace: str | Path):
         if not logged_in(request):
             return Response(status_code=401)
         with lock:
-            version = db.execute("PRAGMA data_version").fetchone()[0]
-            counted = None if request.query_params.get("any") else changes(db)
-        return PlainTextResponse(str(version if counted is None else counted),
-                                 headers={"Cache-Control": "no-store"})
+            value = None if request.query_params.get("any") else changes(db)
+            if value is None:  # asked for, or a store made before the counter
+                value = db.execute("PRAGMA data_version").fetchone()[0]
+        return PlainTextResponse(str(value), headers={"Cache-Control": "no-store"})
 
     return Route(STAMP_PATH, stamp, methods=["GET"])
 
