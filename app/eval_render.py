@@ -96,13 +96,14 @@ def dataset_note(store: RunStore, models: list[str] | None, dataset: str | None,
 
 def prefill(store: RunStore, run_id: str) -> dict:
     """The Evaluate form for "Evaluate" on a finished run: its base against it, on its held-out rows, with the
-    tools, chat template and tool-calling turns it trained with."""
+    tools, chat template, tool-calling turns and environment it trained with."""
     run = store.get_run(run_id)
     c = run.config
     return {"models": [evals.BASE, RUN_PREFIX + run.id], "dataset": dataset_for(run), "scorers": scorer_lines(run),
             "max_new_tokens": min(256, max(16, int(getattr(c.rl, "max_completion_length", 64) or 64))),
             "tools": [t.model_dump() for t in c.tools],
-            "chat_template": c.data.chat_template, "tool_turns": c.rl.max_tool_calling_iterations}
+            "chat_template": c.data.chat_template, "tool_turns": c.rl.max_tool_calling_iterations,
+            "environment": c.environment}
 
 
 def eval_choices(store: RunStore) -> list[tuple[str, str]]:

@@ -25,10 +25,10 @@ from app.tab_polls import TabPolls
 from backend import evals
 from backend.runs.checkpoints import checkpoints
 from backend.runs.store import RUN_PREFIX, RunStore
+from backend.tools.spec import BUILTIN_ENVIRONMENTS
 
 log = logging.getLogger(__name__)
 GEN = evals.Generation()  # the form's defaults are the schema's
-
 
 
 @dataclass
@@ -38,6 +38,7 @@ class EvalTab:
     scorers: gr.Textbox
     max_new_tokens: gr.Number
     tools: ToolControls
+    environment: gr.Dropdown
     select: gr.Dropdown
 
 
@@ -94,6 +95,9 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     samples = t(gr.Number(value=GEN.samples, precision=0), "eval.samples")
                     seed = t(gr.Number(value=GEN.seed, precision=0), "common.seed")
                 tools = tool_controls(i18n.given(words), "eval")  # a GRPO run's, filled in by its Evaluate
+                environment = t(gr.Dropdown(choices=sorted(BUILTIN_ENVIRONMENTS), value="", allow_custom_value=True,
+                                            filterable=True, elem_id="eval-environment"), "eval.environment",
+                                info="eval.environment_help")
             name = t(gr.Textbox(elem_id="eval-name"), "eval.name")
             with gr.Row():
                 start = t(gr.Button(variant="primary", elem_id="eval-start"), "eval.start", "value")
@@ -118,7 +122,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     announced = gr.State(None)  # the evaluation the line under Start is about: it follows it to its end
 
     def on_start(models_v, dataset_v, prompt_v, ref_v, scorers_v, limit_v, mnt, bs, sample_v, t, p, k_v, seed_v,
-                 tools_v, template_v, turns_v, name_v, request: gr.Request = None):
+                 tools_v, template_v, turns_v, environment_v, name_v, request: gr.Request = None):
         lang = i18n.lang_of(request)
         cannot = i18n.text("eval.cannot_start", lang)
         listed, template, turns, tools_error = tools.read(tools_v, template_v, turns_v)
@@ -132,7 +136,8 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
                     "generation": {k: v for k, v in {"max_new_tokens": mnt, "batch_size": bs, "do_sample": sample_v,
                                                      "temperature": t, "top_p": p, "samples": k_v,
                                                      "seed": seed_v}.items() if v is not None},
-                    "tools": listed, "chat_template": template, "max_tool_calling_iterations": turns}
+                    "tools": listed, "chat_template": template, "max_tool_calling_iterations": turns,
+                    "environment": (environment_v or "").strip()}
             if not data["models"]:
                 raise evals.EvalError("models: choose at least one model (e.g. base and a run)")
             e = evals.submit_eval(store, evals.build_spec(data))
@@ -208,7 +213,8 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
 
     view_outputs = [progress, results, explained, wins, other, table, shown, message]
     start.click(on_start, [models, dataset, prompt_column, reference_column, scorers, limit, max_new_tokens,
-                           batch_size, sample, temperature, top_p, samples, seed, *tools.components, name],
+                           batch_size, sample, temperature, top_p, samples, seed, *tools.components, environment,
+                           name],
                 [message, select, announced])
     stop.click(on_stop, select, [message, announced])
     for trigger in (select.change, category.change, other.input):
@@ -222,7 +228,7 @@ def build(store: RunStore, polls: TabPolls, words=None) -> EvalTab:
     jsonl.click(download("jsonl"), select, [file, message, announced])
     parquet.click(download("parquet"), select, [file, message, announced])
     return EvalTab(models=models, dataset=dataset, scorers=scorers, max_new_tokens=max_new_tokens, tools=tools,
-                   select=select)
+                   environment=environment, select=select)
 
 
 def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = i18n.DEFAULT) -> dict:
@@ -233,4 +239,4 @@ def open_for_run(store: RunStore, tab: EvalTab, run_id: str | None, lang: str = 
     return {tab.models: gr.update(choices=model_options(store, lang), value=p["models"]),
             tab.dataset: gr.update(choices=dataset_options(store, lang), value=p["dataset"]),
             tab.scorers: p["scorers"], tab.max_new_tokens: p["max_new_tokens"],
-            **tab.tools.filled(p["tools"], p["chat_template"], p["tool_turns"])}
+            **tab.tools.filled(p["tools"], p["chat_template"], p["tool_turns"]), tab.environment: p["environment"]}

@@ -170,6 +170,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
 
         runs.evaluate.click(evaluate_run, runs.select, [evaluate.models, evaluate.dataset, evaluate.scorers,
                                                         evaluate.max_new_tokens, *evaluate.tools.components,
+                                                        evaluate.environment,
                                                         *polls.outputs], show_progress="hidden")
 
         def fix_run(run_id, request: gr.Request = None):

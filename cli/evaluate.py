@@ -34,6 +34,9 @@ def add_parsers(sub, common) -> None:
                                             "carries tool calls for ChatML models)")
     st.add_argument("--tool-turns", type=int, help="with --tool: at most N rounds of calls before the answer "
                                                    "(default 4)")
+    st.add_argument("--environment", help="an environment every answer plays (an instance each, reset from its "
+                                          "row; its methods the tools): guess_number, or FILE.py:CLASS in the "
+                                          "workspace; score it with --scorer environment")
     st.add_argument("--limit", type=int, help="the first N rows only")
     st.add_argument("--max-new-tokens", type=int)
     st.add_argument("--batch-size", type=int)
@@ -91,7 +94,8 @@ def _spec_data(args) -> dict:
     scorers, tools = _each("--scorer", args.scorer, parse_scorer), _each("--tool", args.tool, parse_tool)
     data = {"name": args.name, "models": models, "dataset": args.dataset, "prompt_column": args.prompt_column,
             "reference_column": args.reference_column, "scorers": scorers, "limit": args.limit, "generation": gen}
-    extra = {"tools": tools, "chat_template": args.chat_template, "max_tool_calling_iterations": args.tool_turns}
+    extra = {"tools": tools, "chat_template": args.chat_template, "max_tool_calling_iterations": args.tool_turns,
+             "environment": args.environment}
     return data | {k: v for k, v in extra.items() if v not in (None, [])}
 
 

@@ -64,12 +64,16 @@ def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, c
 
 
 def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation, tools: list, max_iterations: int,
-                       ) -> Iterator[tuple[list[int], list[list[list[dict]]]]]:
+                       rows: list[dict] | None = None, environment=None,
+                       ) -> Iterator[tuple[list[int], list[list[list[dict]]], list[list]]]:
     """generate_answers with tools: each answer is the message list the tool loop adds (calls, results, the final
-    answer last), `samples` of them per prompt from the prompt repeated. The tokenizer must read calls back
-    (backend.data.templates.use_tool_parser)."""
+    answer last), `samples` of them per prompt from the prompt repeated. With an `environment` (a factory, backend/
+    tools/environment.py), each answer plays an instance of its own, reset from its row (`rows`, beside `prompts`):
+    its methods are that answer's tools besides `tools`, and the third item holds each answer's PlayedEpisode (None
+    without). The tokenizer must read calls back (backend.data.templates.use_tool_parser)."""
     import torch
 
+    from backend.tools.environment import PlayedEpisode, with_observation
     from backend.tools.loop import answer_with_tools
 
     conversations = [p if is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
@@ -77,7 +81,30 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
     k = settings.samples
     for b, start in enumerate(range(0, len(order), settings.batch_size)):
         batch = order[start:start + settings.batch_size]
-        torch.manual_seed(settings.seed + b)
-        added = answer_with_tools(loaded.model, loaded.tokenizer, [conversations[i] for i in batch for _ in range(k)],
-                                  tools, settings.max_new_tokens, max_iterations, _sampling(settings))
-        yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))]
+        asked = [conversations[i] for i in batch for _ in range(k)]
+        instances, own = [], None
+        try:
+            if environment is not None:
+                for j, i in enumerate(i for i in batch for _ in range(k)):
+                    instances.append(environment())
+                    asked[j] = with_observation(asked[j], instances[-1].reset(**rows[i]))
+                own = [[getattr(x, name) for name in tool_methods(x)] for x in instances]
+            torch.manual_seed(settings.seed + b)
+            added = answer_with_tools(loaded.model, loaded.tokenizer, asked, tools, settings.max_new_tokens,
+                                      max_iterations, _sampling(settings), own_tools=own)
+            played = [PlayedEpisode(x, environment.rewarded) for x in instances] or [None] * len(added)
+            instances = []
+        finally:
+            for x in instances:  # a reset or the generation failed: no instance's process outlives it
+                x._close()
+        yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))], \
+            [played[j * k:(j + 1) * k] for j in range(len(batch))]
+
+
+def tool_methods(instance) -> list[str]:
+    """The names of an environment instance's tools: its public methods but reset and get_reward (as TRL reads
+    them)."""
+    import inspect
+
+    return [name for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]

@@ -144,8 +144,14 @@ def plan(store: RunStore, spec: EvalSpec) -> Plan:
         if empty is not None:
             errors.append(f"{source}, row {empty + 1}: the prompt column '{prompt_col}' is empty")
     errors += check_scorers(spec.scorers, columns, ref_col if ref_col in columns else "", store.workspace)
-    if spec.tools or spec.chat_template != MODEL_TEMPLATE:
+    if spec.plays_tools or spec.chat_template != MODEL_TEMPLATE:
         errors += template_problems(store, spec, refs, labels)
+    if spec.environment.strip():
+        from backend.tools.environment import validate_environment
+
+        owns_reward = any(s.type == "environment" for s in spec.scorers)
+        errors += validate_environment(spec.environment, store.workspace, spec.environment_timeout_s,
+                                       rows[0] if rows else None, owns_reward)
     if errors:
         raise EvalError(errors)
     return Plan(refs, labels, rows, prompt_col, ref_col, columns)
@@ -175,7 +181,7 @@ def template_problems(store: RunStore, spec: EvalSpec, refs: list, labels: list[
             continue
         if why := template_problem(spec.chat_template, Path(source) if Path(source).is_dir() else None):
             errors.append(f"{where}: {why}")
-        elif spec.tools and (why := tokenizer_tool_problem(source, spec.chat_template, label)):
+        elif spec.plays_tools and (why := tokenizer_tool_problem(source, spec.chat_template, label)):
             errors.append(f"{where}: {why.replace('data.chat_template', 'chat_template')}")
     return errors
 
@@ -313,12 +319,16 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
     prompts = [r[p.prompt_column] for r in p.rows]
     extra = {c: [r.get(c) for r in p.rows] for c in p.columns if c != p.prompt_column}
     references = extra.get(p.reference_column) if p.reference_column else None
-    tools = []
-    if spec.tools:
+    tools, environment = [], None
+    if spec.plays_tools:
         from backend.rewards.trajectory import trajectory_text
         from backend.tools import build_tools
 
         tools = build_tools(spec.tools, store.workspace)
+    if spec.environment.strip():
+        from backend.tools.environment import environment_factory
+
+        environment = environment_factory(spec.environment, store.workspace, spec.environment_timeout_s)
     for m, (ref, label) in enumerate(zip(p.refs, p.labels)):
         done = db.answered(store, e.id, m)
         todo = [i for i in range(len(p.rows)) if i not in done]
@@ -330,19 +340,22 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
 
         if spec.chat_template != MODEL_TEMPLATE:
             loaded.tokenizer.chat_template = template_text(spec.chat_template)
-        if tools:
+        if spec.plays_tools:
             from backend.data.templates import use_tool_parser
 
             use_tool_parser(loaded.tokenizer, spec.chat_template)
             batches = answers_with_tools(loaded, [prompts[i] for i in todo], spec.generation, tools,
-                                         spec.max_tool_calling_iterations)
+                                         spec.max_tool_calling_iterations, [p.rows[i] for i in todo], environment)
         else:
-            batches = generate_answers(loaded, [prompts[i] for i in todo], spec.generation)
-        for idx, outs in batches:
+            batches = ((idx, outs, None) for idx, outs in generate_answers(loaded, [prompts[i] for i in todo],
+                                                                           spec.generation))
+        for idx, outs, played in batches:
             rows = [todo[j] for j in idx]
             flat_rows = [r for r, k_answers in zip(rows, outs) for _ in k_answers]
             flat_answers = [a for k_answers in outs for a in k_answers]
             cols = {c: [extra[c][r] for r in flat_rows] for c in extra}
+            if environment is not None:  # the environment scorer reads each answer's episode
+                cols["environments"] = [episode for k_played in played for episode in k_played]
             batch_prompts = [prompts[r] for r in flat_rows]
             scores = {}
             for s in scorers:
@@ -355,7 +368,7 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
             answers = []
             for j, (r, text) in enumerate(zip(flat_rows, flat_answers)):
                 k = samples[r] = samples.get(r, -1) + 1
-                text = trajectory_text(text) if tools else text  # scored as messages, stored as the exchange
+                text = trajectory_text(text) if spec.plays_tools else text  # scored as messages, stored as text
                 ref_value = references[r] if references else None
                 answers.append(Answer(m, r, k, prompts[r], None if ref_value is None else _as_text(ref_value), text,
                                       {n: v[j] for n, v in scores.items()},

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from backend.data.templates import MODEL_TEMPLATE, TEMPLATE_NAMES  # plain data
 from backend.rewards.spec import SOURCE_KINDS, RewardSourceConfig
-from backend.tools.spec import ToolConfig, ToolList, check_names
+from backend.tools.spec import ToolConfig, ToolList, check_names, spec_problem
 
 # Reference-text metrics: name → (title, what it measures). Scores are 0..1 so every column reads the same way.
 METRICS = {
@@ -138,6 +138,15 @@ class EvalSpec(BaseModel):
     max_tool_calling_iterations: int = Field(4, ge=1, le=100, title="Tool-calling turns",
                                              description="With tools: at most this many rounds of tool calls and "
                                                          "results before the final answer.")
+    environment: str = Field("", title="Environment",
+                             description="An environment every answer plays, as in a GRPO run's `environment`: "
+                                         "an instance per answer, reset from its row, its methods the tools; the "
+                                         "environment scorer reads its get_reward. Your own: envs/game.py:Game; "
+                                         "shipped: guess_number.")
+    environment_timeout_s: float = Field(30.0, gt=0, le=3600, title="Environment time limit per call (s)",
+                                         description="With an environment: a call still running after this long "
+                                                     "is answered with a tool error and that episode's state is "
+                                                     "lost (reward 0); a reset this slow stops the evaluation.")
 
     @model_validator(mode="before")
     @classmethod
@@ -150,15 +159,26 @@ class EvalSpec(BaseModel):
     def _tool_figures(self):
         if problems := check_names(self.tools):
             raise ValueError(problems[0])
-        if self.tools:
+        if self.environment.strip() and (problem := spec_problem(self.environment)):
+            raise ValueError(problem)
+        reads = [i for i, s in enumerate(self.scorers) if s.type == "environment"]
+        if reads and not self.environment.strip():
+            raise ValueError(f"scorers.{reads[0]}: an environment scorer reads the environment's get_reward, and "
+                             "none is set: set environment, or use another kind")
+        if self.plays_tools:
             kinds = {s.type for s in self.scorers}
             self.scorers += [ScorerConfig(type=kind, name=name, weight=0.0)
                              for kind, name in TOOL_FIGURES.items() if kind not in kinds]
         return self
 
+    @property
+    def plays_tools(self) -> bool:
+        """Answers go through the tool loop: tools, or an environment's methods."""
+        return bool(self.tools) or bool(self.environment.strip())
+
     def is_tool_figure(self, scorer: ScorerConfig) -> bool:
         """A tool-use figure added for the tools (it judges nothing: no share in win rates)."""
-        return bool(self.tools) and TOOL_FIGURES.get(scorer.type) == scorer.name and scorer.weight == 0
+        return self.plays_tools and TOOL_FIGURES.get(scorer.type) == scorer.name and scorer.weight == 0
 
 
 def scorer_names(scorers: list[ScorerConfig]) -> list[str]:

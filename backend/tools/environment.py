@@ -155,7 +155,43 @@ def environment_factory(spec: str, workspace: str | Path, timeout_s: float) -> C
     def factory():
         return cls(spare.pop() if spare else None)
 
+    factory.rewarded = bool(found["get_reward"])  # an episode's get_reward can be read
     return factory
+
+
+class PlayedEpisode:
+    """An episode played outside training (an evaluation): its reward read as it ended and its instance closed;
+    the environment reward source reads `_episode_reward()` from it as from a live instance (a get_reward that
+    failed raises there, so the scorer records that answer's error)."""
+
+    def __init__(self, instance, rewarded: bool):
+        self.reward, self.problem = None, None
+        try:
+            if rewarded:
+                self.reward = instance._episode_reward()
+        except EnvironmentProblem as e:
+            self.problem = e
+        finally:
+            instance._close()
+
+    def _episode_reward(self) -> float | None:
+        if self.problem is not None:
+            raise self.problem
+        return self.reward
+
+
+def with_observation(conversation: list[dict], observation) -> list[dict]:
+    """The conversation an episode starts from: reset's text added to the last message, as TRL's GRPOTrainer adds
+    it in training."""
+    if observation is None:
+        return conversation
+    last = conversation[-1]
+    content = last.get("content")
+    if isinstance(content, list):
+        content = content + [{"type": "text", "text": observation}]
+    else:
+        content = (content or "") + observation
+    return conversation[:-1] + [{**last, "content": content}]
 
 
 def validate_environment(spec: str, workspace: str | Path, timeout_s: float, row: dict | None,

@@ -32,16 +32,19 @@ def call_tool(tools: dict[str, Callable], call: dict) -> tuple[str, str]:
 
 
 def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: list[Callable], max_new_tokens: int,
-                      max_iterations: int, sampling: dict | None = None) -> list[list[dict]]:
+                      max_iterations: int, sampling: dict | None = None,
+                      own_tools: list[list[Callable]] | None = None) -> list[list[dict]]:
     """Each conversation's new messages: assistant turns (with their `tool_calls`) and `tool` results, the final
     answer last. Conversations still calling tools are generated together, left-padded; each turn may write
-    `max_new_tokens`; after `max_iterations` rounds of calls the last turn is the answer. The tokenizer must read
-    tool calls back (backend.data.templates.use_tool_parser)."""
+    `max_new_tokens`; after `max_iterations` rounds of calls the last turn is the answer. `own_tools[i]` are
+    conversation i's alone besides `tools` (its environment's methods). The tokenizer must read tool calls back
+    (backend.data.templates.use_tool_parser)."""
     import torch
 
     from backend.models.shared_prefill import generate_sharing_prompts
 
-    by_name = {fn.__name__: fn for fn in tools}
+    each = [list(tools) + list(own_tools[i] if own_tools else []) for i in range(len(conversations))]
+    by_name = [{fn.__name__: fn for fn in listed} for listed in each]
     sampling = sampling or dict(do_sample=False, temperature=None, top_p=None, top_k=None)
     added: list[list[dict]] = [[] for _ in conversations]
     active = list(range(len(conversations)))
@@ -53,7 +56,7 @@ def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: 
         for round_ in range(max_iterations + 1):
             if not active:
                 break
-            texts = [tokenizer.apply_chat_template(conversations[i] + added[i], tools=tools or None, tokenize=False,
+            texts = [tokenizer.apply_chat_template(conversations[i] + added[i], tools=each[i] or None, tokenize=False,
                                                    add_generation_prompt=True) for i in active]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
             with torch.inference_mode():
@@ -67,7 +70,7 @@ def answer_with_tools(model, tokenizer, conversations: list[list[dict]], tools: 
                 added[i].append(message)
                 if message.get("tool_calls") and round_ < max_iterations:
                     for call in message["tool_calls"]:
-                        name, result = call_tool(by_name, call)
+                        name, result = call_tool(by_name[i], call)
                         added[i].append({"role": "tool", "name": name, "content": result})
                     still.append(i)
             active = still

@@ -83,3 +83,71 @@ def test_an_evaluation_with_tools_goes_through_the_tool_loop_and_stores_text(tmp
     assert all(r.scores["used_tool"] == r.scores["tool_calls"] == r.scores["tool_errors"] == 0.0 for r in rows)
     summary = summary_of(store, get_eval(store, e.id))
     assert summary.judge == "right" and summary.models[0].cells["used_tool"].mean == 0.0
+
+
+ECHO = '''
+class Echo:
+    """Says back what it is asked to look at."""
+
+    def reset(self, answer="0", **row):
+        self.answer = answer
+        return " Look before you answer."
+
+    def look(self, what: str) -> str:
+        """Looks at something.
+
+        Args:
+            what: The thing to look at.
+        """
+        return what
+
+    def get_reward(self) -> float:
+        return float(self.answer)
+'''
+ENV_SCORER = {"type": "environment", "name": "env"}
+
+
+def test_an_environment_scorer_needs_the_environment_and_its_get_reward(tmp_path, tiny_model):
+    with pytest.raises(EvalError, match="scorers.1: an environment scorer reads the environment's get_reward, and "
+                                        "none is set"):
+        spec_of("m", scorers=[RIGHT, ENV_SCORER])
+    with pytest.raises(EvalError, match="no shipped example is called `guess_numbers`"):
+        spec_of("m", environment="guess_numbers")
+    assert [s.name for s in spec_of("m", environment="guess_number").scorers[1:]] == list(TOOL_FIGURES.values())
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "mute.py").write_text(ECHO.replace("    def get_reward", "    def _get_reward"))
+    with pytest.raises(EvalError) as e:
+        plan(RunStore(tmp_path), spec_of(tiny_model, environment="envs/mute.py:Echo", chat_template="chatml-tools",
+                                         scorers=[RIGHT, ENV_SCORER]))
+    assert "Echo's get_reward, which it does not define" in str(e.value)
+
+
+def test_each_answer_plays_its_own_environment_reset_from_its_row(tmp_path, tiny_model):
+    """An instance per answer, reset from its row (the reward it gives back is the row's answer), its methods the
+    answer's tools (their schemas go through the chat template), the exchange stored as text."""
+    import backend.evals.store as db
+    from backend.evals import answers, get_eval
+    from backend.evals.job import _evaluate
+
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "echo.py").write_text(ECHO)
+    store = RunStore(tmp_path)
+    spec = spec_of(tiny_model, environment="envs/echo.py:Echo", chat_template="chatml-tools",
+                   scorers=[RIGHT, ENV_SCORER], generation={"max_new_tokens": 4, "batch_size": 2})
+    assert plan(store, spec).rows
+    e = db.create_eval(store, spec, {"models": ["tiny"]}, total=2)
+    _evaluate(store, e)
+    assert get_eval(store, e.id).status == "completed"
+    rows = sorted(answers(store, e.id), key=lambda r: r.row_idx)
+    assert [r.scores["env"] for r in rows] == [float(r.reference) for r in rows] and len(rows) == 2
+    assert all(r.scores["tool_calls"] == 0.0 and isinstance(r.answer, str) for r in rows)
+
+
+def test_the_cli_plays_an_environment_and_scores_it():
+    from cli.evaluate import _spec_data, with_default_subcommand
+    from launch import build_parser
+
+    argv = with_default_subcommand(["eval", "--model", "run:X", "--dataset", "demo-guess-number", "--environment",
+                                    "guess_number", "--chat-template", "chatml-tools", "--scorer", "environment"])
+    spec = build_spec(_spec_data(build_parser().parse_args(argv)))
+    assert spec.environment == "guess_number" and spec.plays_tools and spec.scorers[0].type == "environment"

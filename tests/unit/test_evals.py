@@ -176,7 +176,12 @@ def test_the_evaluate_form_names_a_bad_scorer_line_and_a_run_prefills_its_base_a
                                            "rl": {"max_tool_calling_iterations": 2}}))
     filled = prefill(store, tools.id)  # judged with the tools, template and turns it trained with
     assert [t["type"] for t in filled["tools"]] == ["calculator"]
-    assert (filled["chat_template"], filled["tool_turns"]) == ("chatml-tools", 2)
+    assert (filled["chat_template"], filled["tool_turns"], filled["environment"]) == ("chatml-tools", 2, "")
+    game = store.create_run(build_config({"mode": "grpo", "dataset": "demo-guess-number", "environment": "guess_number",
+                                          "data": {"chat_template": "chatml-tools"},
+                                          "reward_sources": [{"type": "environment", "name": "won"}]}))
+    filled = prefill(store, game.id)  # it plays the environment it trained in, scored by it
+    assert filled["environment"] == "guess_number" and json.loads(filled["scorers"])["type"] == "environment"
     assert "No evaluation selected" in progress_html(None) and "未选择评估" in progress_html(None, "zh")
 
 
