@@ -53,6 +53,9 @@ CSS = """
 .wb-label-empty { border-style: dashed; }
 .wb-side { font-weight: 600; margin: 2px 0 4px 2px; color: var(--body-text-color-subdued); }
 .wb-role { font-size: 12px; text-transform: uppercase; color: var(--body-text-color-subdued); margin-top: 4px; }
+.wb-trajectory pre { margin: 4px 0; white-space: pre-wrap; font-size: 13px; }
+.wb-trajectory pre.wb-tool-call { border-left: 3px solid #4f46e5; }
+.wb-trajectory pre.wb-tool-result { border-left: 3px solid #16a34a; margin-left: 14px; }
 .wb-label-count { font-size: var(--text-lg); font-variant-numeric: tabular-nums; text-align: right;
   white-space: nowrap; padding: 8px 4px; }
 .wb-label-tables { display: flex; flex-wrap: wrap; gap: 8px 28px; align-items: flex-start; }

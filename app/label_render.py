@@ -33,6 +33,27 @@ def markdown_html(text: str | None) -> str:
     return _markdown().render(text or "")
 
 
+def answer_html(text: str | None) -> str:
+    """An answer as the labeler reads it: Markdown, or, when it is a tool-calling exchange (the trajectory text a
+    session with tools stores), turn by turn: the model's text, each call, each result, the final answer."""
+    from backend.rewards.trajectory import parse_trajectory, trajectory_text
+
+    turns = parse_trajectory(text or "")
+    if isinstance(turns, str):
+        return markdown_html(turns)
+    parts = []
+    for m in turns:
+        if m.get("role") == "tool":
+            parts.append(f'<pre class="wb-tool-result">{html.escape(trajectory_text([m]))}</pre>')
+            continue
+        if m.get("content"):
+            parts.append(markdown_html(m["content"]))
+        for call in m.get("tool_calls") or []:
+            shown = trajectory_text([{"role": "assistant", "tool_calls": [call]}])
+            parts.append(f'<pre class="wb-tool-call">{html.escape(shown)}</pre>')
+    return f'<div class="wb-trajectory">{"".join(parts)}</div>'
+
+
 def prompt_html(prompt) -> str:
     if isinstance(prompt, list):
         return "".join(f'<div class="wb-role">{html.escape(str(m.get("role", "")))}</div>'

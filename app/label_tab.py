@@ -32,7 +32,7 @@ from app.choices import dataset_choices, generation_model_choices, session_choic
 from app.events import bind
 from app.formatting import error_markdown
 from app.label_layout import LabelUI, LabelView, layout
-from app.label_render import (card, choice_name, count_html, markdown_html, no_session, progress_html, prompt_html,
+from app.label_render import (answer_html, card, choice_name, count_html, no_session, progress_html, prompt_html,
                               summary_html, waiting_status)
 from app.tab_polls import TabPolls
 from backend import labeling
@@ -110,8 +110,8 @@ def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str =
                 ui.answer_a: card("label-answer-a", "", "answer", a_title),
                 ui.answer_b: card("label-answer-b", "", "answer", "B")}
     return {ui.prompt: card("label-prompt", prompt_html(item.prompt), "prompt", prompt),
-            ui.answer_a: card("label-answer-a", markdown_html(item.answer_a), "answer", a_title),
-            ui.answer_b: card("label-answer-b", markdown_html(item.answer_b), "answer", "B")}
+            ui.answer_a: card("label-answer-a", answer_html(item.answer_a), "answer", a_title),
+            ui.answer_b: card("label-answer-b", answer_html(item.answer_b), "answer", "B")}
 
 
 def around(ui: LabelUI, store: RunStore, v: LabelView, has_item: bool, message: str | None = None,

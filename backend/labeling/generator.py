@@ -130,22 +130,63 @@ def candidates(store: RunStore, session: LabelSession) -> list[Candidate]:
     return out
 
 
+@dataclass
+class ToolPlay:
+    """The tools a session's answers are written with: those of the first candidate run trained with tools, with
+    its chat template and tool-calling turns, for every candidate (as an evaluation gives every model its tools,
+    so the sides are compared on one footing)."""
+    tools: list  # ToolConfig, as the run's config has them
+    chat_template: str
+    turns: int
+    run_name: str
+
+
+def tool_play(store: RunStore, cands: list[Candidate]) -> ToolPlay | None:
+    from backend.models import RUN_PREFIX
+
+    for c in cands:
+        if not c.spec.startswith(RUN_PREFIX):
+            continue
+        try:
+            run = store.get_run(c.spec.removeprefix(RUN_PREFIX).split("@")[0])
+        except KeyError:
+            continue
+        if run.config.tools:
+            return ToolPlay(list(run.config.tools), run.config.data.chat_template,
+                            run.config.rl.max_tool_calling_iterations, run.name)
+    return None
+
+
 class CandidateModels:
     """Each base model loaded once; adapters of the same base go on it as named PEFT adapters, and the base
     side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights). An
-    adapter's side generates with it folded into the weights (`merge`; bench/label_speed.py measures it)."""
+    adapter's side generates with it folded into the weights (`merge`; bench/label_speed.py measures it). With
+    `play`, every tokenizer gets its chat template and answers go through the tool loop; each is stored as its
+    exchange turn by turn (backend/rewards/trajectory.py), which the Labeling tab shows as turns."""
 
-    def __init__(self, cands: list[Candidate], report=lambda message: None, merge: bool = True):
+    def __init__(self, cands: list[Candidate], report=lambda message: None, merge: bool = True,
+                 play: ToolPlay | None = None, workspace: Path | None = None):
         from backend.models import load_causal_lm, load_tokenizer, resolve_model
 
-        self.merge = merge
+        self.merge, self.play, self.tools = merge, play, []
         self.loaded: dict[str, tuple] = {}
         self.adapter_names: dict[str, str] = {}
+        if play is not None:
+            from backend.tools import build_tools
+
+            report(f"Answering with the tools of {play.run_name}: {', '.join(t.name for t in play.tools)}")
+            self.tools = build_tools(play.tools, workspace)
         bases = list(dict.fromkeys(c.base for c in cands))
         for i, base in enumerate(bases, 1):
             report(f"Loading {base} ({i}/{len(bases)})")
             path = resolve_model(base, lambda f, m: report(m))
             tokenizer = load_tokenizer(path)
+            if play is not None:
+                from backend.data.templates import MODEL_TEMPLATE, template_text, use_tool_parser
+
+                if play.chat_template != MODEL_TEMPLATE:
+                    tokenizer.chat_template = template_text(play.chat_template)
+                use_tool_parser(tokenizer, play.chat_template)
             model = load_causal_lm(path)
             for adapter in dict.fromkeys(c.adapter for c in cands if c.base == base and c.adapter):
                 from peft import PeftModel
@@ -181,9 +222,17 @@ class CandidateModels:
                               samples=num if sample else 1, max_new_tokens=max_new_tokens,
                               batch_size=len(prompts), seed=seed)
         answers: list[list[str]] = [[] for _ in prompts]
+        loaded = LoadedModel(None, model, tokenizer, str(model.device))
+        if self.play is not None:
+            from backend.evals.generate import answers_with_tools
+            from backend.rewards.trajectory import trajectory_text
+
+            batches = ((idx, [[trajectory_text(a) for a in k] for k in outs]) for idx, outs, _ in
+                       answers_with_tools(loaded, prompts, settings, self.tools, self.play.turns))
+        else:
+            batches = generate_answers(loaded, prompts, settings)
         with context:
-            for idx, outs in generate_answers(LoadedModel(None, model, tokenizer, str(model.device)), prompts,
-                                              settings):
+            for idx, outs in batches:
                 for i, out in zip(idx, outs):
                     answers[i] = out if sample else out * num  # greedy: one answer is every answer
         return answers
@@ -202,7 +251,8 @@ def generate_items(models: CandidateModels, cands: list[Candidate], session: Lab
         # one seed drew the whole batch: `batch` is how many items were generated together
         return {"candidate": c.number, "model": c.spec, "base": c.base, "adapter": c.adapter,
                 "temperature": c.temperature, "top_p": s.top_p, "seed": seed_used, "batch": len(items),
-                "max_new_tokens": s.max_new_tokens, "label": c.label}
+                "max_new_tokens": s.max_new_tokens, "label": c.label,
+                **({"tools": [t.name for t in models.play.tools]} if models.play else {})}
 
     if len(cands) == 2 and (cands[0].spec, cands[0].temperature) == (cands[1].spec, cands[1].temperature):
         texts = models.generate(cands[0], prompts, seed=seed, num=2, **common)
@@ -264,7 +314,7 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
                 continue
             idle_since = None
             if models is None:
-                models = CandidateModels(cands, say)
+                models = CandidateModels(cands, say, play=tool_play(store, cands), workspace=store.workspace)
             if len(items) > 1:
                 say(f"Generating {len(items)} items together")
             for item, answers in zip(items, generate_items(models, cands, session, items)):

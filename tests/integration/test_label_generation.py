@@ -132,6 +132,32 @@ def test_base_and_a_runs_adapter_answer_side_by_side(workspace, tiny_model):
     assert differs  # and the adapter side is the tuned model
 
 
+def test_a_session_with_a_run_trained_with_tools_answers_through_them(workspace, tiny_model):
+    """Both sides answer with the run's tools and chat template (the tiny model calls none: its answers stay text)."""
+    from backend.data.templates import template_text
+
+    store = RunStore(workspace)
+    run = store.create_run(build_config({"mode": "grpo", "model": str(tiny_model), "name": "calc",
+                                         "dataset": "demo-calculator", "tools": [{"type": "calculator"}],
+                                         "data": {"chat_template": "chatml-tools"},
+                                         "reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}]}))
+    store.update_run(run.id, status="completed", adapter_path=str(_make_adapter(tiny_model, workspace / "adapter")))
+    session = L.create_session(store, PROMPTS[:2], model_a=str(tiny_model), model_b=f"run:{run.id}",
+                               settings=L.GenerationSettings(max_new_tokens=4, temperature_a=0, temperature_b=0))
+    cands = G.candidates(store, session)
+    play = G.tool_play(store, cands)
+    assert (play.run_name, [t.name for t in play.tools], play.chat_template) == ("calc", ["calculator"],
+                                                                                   "chatml-tools")
+    models = G.CandidateModels(cands, play=play, workspace=workspace)
+    assert all(tok.chat_template == template_text("chatml-tools") and tok.response_template
+               for _, tok in models.loaded.values())
+    assert G.run_generator(store, session.id, idle_exit_s=0) == 0
+    items = L.items(store, session.id)
+    assert all(isinstance(i.answer_a, str) and i.source_a["tools"] == i.source_b["tools"] == ["calculator"]
+               for i in items)
+    assert G.tool_play(store, G.candidates(store, new_session(store, tiny_model))) is None  # no run, no tools
+
+
 def test_dpo_trains_on_a_labeling_session(workspace, tiny_model):
     store = RunStore(workspace)
     session = new_session(store, tiny_model, prompts=PROMPTS[:6], lookahead=0, max_new_tokens=12)
