@@ -34,10 +34,15 @@ class ChatSession:
     asked: list[list[dict] | None] = field(default_factory=lambda: [None, None])
     labels: list[str] = field(default_factory=lambda: ["", ""])
     picked: list[bool] = field(default_factory=lambda: [False, False])  # chosen by the person, not by the page
+    episodes: list = field(default_factory=lambda: [None, None])  # each side's chat.ChatEpisode, if its run has one
 
     def clear(self, side: int | None = None) -> ChatSession:
+        """A new conversation (on one side, or both): its environment's instance ends with the old one."""
         for s in (range(2) if side is None else [side]):
             self.histories[s], self.asked[s] = [], None
+            if self.episodes[s] is not None:
+                self.episodes[s].close()
+                self.episodes[s] = None
         return self
 
 
@@ -80,7 +85,7 @@ def run_source_choices(store: RunStore) -> list[tuple[str, str]]:
 def layout(store: RunStore, train_sources=None, words=None, ui_password: str | None = None) -> ChatUI:
     """`words` (an i18n.Translatable) is given the tab's words."""
     t = i18n.given(words).add
-    session = gr.State(ChatSession())
+    session = gr.State(ChatSession(), delete_callback=lambda s: s.clear())  # the page gone: no instance outlives it
     t(gr.Markdown(elem_classes=["wb-intro"]), "chat.intro", "value")
     choices = chat.model_choices(store)
     pickers, bots, use_tools = [], [], []

@@ -9,13 +9,14 @@ its conversations in a gr.State (ChatSession).
 
 A run trained with tools answers with them ("Use the run's tools", on by default, under its picker): each call
 shows as a small message titled with the call, its result inside, and the answer after; the conversation keeps the
-calls and results for the model's next turn.
+calls and results for the model's next turn. A run trained in an environment plays an instance of it per
+conversation (ChatSession.episodes), started on the first turn with tools and ended with the conversation.
 """
 from __future__ import annotations
 
 import html
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 import yaml
@@ -229,13 +230,29 @@ def on_send(ui: ChatUI, values: dict, request: gr.Request = None):
         yield {ui.status: error_markdown([str(e)], i18n.text("chat.cannot_send", lang), lang)}
         return
     tools = [tools_of(ui, sp) if values[box] else None for sp, box in zip(specs, ui.use_tools)]
-    asked = [chat.conversation(values[ui.system], s.histories[i], text, tools=tools[i] is not None) if sp else None
-             for i, sp in enumerate(specs)]
+    # a run's environment: the conversation's own instance, started on its first turn with tools, whose reset text
+    # that turn carries
+    said, started = [text, text], []
+    try:
+        for i, tl in enumerate(tools):
+            if tl is not None and tl.environment and s.episodes[i] is None:
+                s.episodes[i] = chat.ChatEpisode(tl)
+                started.append(i)
+                said[i] = text + s.episodes[i].observation
+    except Exception as e:  # noqa: BLE001 - an environment that cannot start: said, nothing sent
+        log.exception("starting a chat's environment failed")
+        _end_episodes(s, started)
+        yield {ui.status: error_markdown([str(e)], i18n.text("chat.cannot_send", lang), lang)}
+        return
+    tools = [replace(tl, episode=s.episodes[i]) if tl is not None and tl.environment else tl
+             for i, tl in enumerate(tools)]
+    asked = [chat.conversation(values[ui.system], s.histories[i], said[i], tools=tools[i] is not None) if sp
+             else None for i, sp in enumerate(specs)]
     s.labels = [sp.label if sp else "" for sp in specs]
     before = list(s.histories)  # each side's conversation before this turn, to go back to if it fails
     for i, sp in enumerate(specs):
         if sp:
-            s.histories[i] = s.histories[i] + [{"role": "user", "content": text},
+            s.histories[i] = s.histories[i] + [{"role": "user", "content": said[i]},
                                                {"role": "assistant", "content": ""}]
     previous, s.asked = s.asked, [a if a is not None else old for a, old in zip(asked, s.asked)]
 
@@ -259,13 +276,14 @@ def on_send(ui: ChatUI, values: dict, request: gr.Request = None):
                                            interval_per_kchar=UPDATE_S_PER_KCHAR):
             for i, r in enumerate(replies):
                 if r is not None:  # kept as far as it got if Stop is pressed
-                    s.histories[i] = before[i] + [{"role": "user", "content": text}, *r.turn]
+                    s.histories[i] = before[i] + [{"role": "user", "content": said[i]}, *r.turn]
             yield page(True, " · ".join(x for x in (reply_stats(SIDES[i], r, lang)
                                                     for i, r in enumerate(replies)) if x), prompt_text="")
     except Exception as e:  # a model that cannot load, or anything else: said on the page, logged in full
         log.exception("chat generation failed")
         s.histories = before
         s.asked = previous
+        _end_episodes(s, started)  # the turn that carried their reset text is gone
         yield page(False, error_markdown([str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"],
                                          i18n.text("chat.generation_failed", lang), lang), prompt_text=text)
         return
@@ -276,11 +294,19 @@ def on_send(ui: ChatUI, values: dict, request: gr.Request = None):
         if r.error:  # not kept: the next turn should not build on a broken answer
             s.histories[i] = before[i]
             s.asked[i] = previous[i]
+            _end_episodes(s, [i] if i in started else [])
             failed.append(i)
     stats = " · ".join(x for x in (reply_stats(SIDES[i], r, lang) for i, r in enumerate(replies)) if x)
     if failed:
         stats += i18n.text("chat.not_kept", lang)
     yield page(False, stats)
+
+
+def _end_episodes(s: ChatSession, sides: list[int]) -> None:
+    for i in sides:
+        if s.episodes[i] is not None:
+            s.episodes[i].close()
+            s.episodes[i] = None
 
 
 def on_clear(ui: ChatUI, s: ChatSession):

@@ -10,7 +10,9 @@ else. Reward sources score the answers through `backend.rewards.score_completion
 A run trained with tools (its config's `tools`) chats with them: its answer goes through the same tool loop as
 evaluation (`backend.tools.loop.answer_with_tools`), with the run's chat template and its limit of tool-calling
 rounds; each call and its result are reported as they happen, and the turn's messages (calls, results, the answer)
-stay in the conversation so the model sees them on the next turn.
+stay in the conversation so the model sees them on the next turn. A run trained in an environment plays it: each
+conversation gets an instance of its own (a ChatEpisode), reset from a row of the run's training data picked at
+random, whose methods are that conversation's tools until it is cleared.
 
 No gradio here; torch and transformers load only when a model does.
 """
@@ -188,27 +190,70 @@ def prompt_inputs(tokenizer, messages: list[dict]):
 
 @dataclass
 class ChatTools:
-    """A run's tools as the chat uses them: the run's `tools`, the chat template it showed them through and its
-    limit of tool-calling rounds, so the model is talked to the way it was trained."""
+    """A run's tools as the chat uses them: the run's `tools` and environment, the chat template it showed them
+    through and its limit of tool-calling rounds, so the model is talked to the way it was trained. `episode` is
+    one conversation's environment instance (set per answer, never shared)."""
 
     run_id: str
     configs: list  # backend.tools.ToolConfig
     template: str  # data.chat_template
     max_iterations: int
     workspace: Path
+    environment: str = ""
+    environment_timeout_s: float = 30.0
+    episode: ChatEpisode | None = None
 
     @property
     def names(self) -> list[str]:
-        return [t.name for t in self.configs]
+        return [t.name for t in self.configs] + ([self.environment] if self.environment else [])
 
 
 def run_tools(ref: ModelRef | None, workspace: str | Path) -> ChatTools | None:
-    """The tools of the run a chat model is (its config's `tools`); None for any other model or a run without."""
+    """The tools of the run a chat model is (its config's `tools` and `environment`); None for any other model or a
+    run without."""
     run = ref.run if ref is not None else None
-    if run is None or not run.config.tools:
+    if run is None or not (run.config.tools or run.config.environment):
         return None
     c = run.config
-    return ChatTools(run.id, list(c.tools), c.data.chat_template, c.rl.max_tool_calling_iterations, Path(workspace))
+    return ChatTools(run.id, list(c.tools), c.data.chat_template, c.rl.max_tool_calling_iterations, Path(workspace),
+                     c.environment, c.rl.environment_timeout_s)
+
+
+class ChatEpisode:
+    """One conversation's instance of its run's environment, in a process of its own, reset from a row of the run's
+    training data picked at random (what the reset returns is added to the first message, as in training). Its
+    methods are the conversation's tools; `close` ends its process (clearing the conversation, or the page gone)."""
+
+    def __init__(self, tools: ChatTools, pick: Callable[[list], dict] | None = None):
+        import random
+
+        from backend.tools.environment import environment_factory
+
+        row = (pick or random.choice)(_training_rows(tools.run_id, str(tools.workspace)))
+        self.instance = environment_factory(tools.environment, tools.workspace, tools.environment_timeout_s)()
+        try:
+            self.observation = self.instance.reset(**row) or ""
+        except BaseException:
+            self.close()
+            raise
+
+    def tools(self) -> list[Callable]:
+        from backend.tools.environment import tool_methods
+
+        return tool_methods(self.instance)
+
+    def close(self) -> None:
+        self.instance._close()
+
+
+@functools.lru_cache(maxsize=4)
+def _training_rows(run_id: str, workspace: str) -> list[dict]:
+    """A run's training rows as its worker prepared them (the columns its environment's reset reads)."""
+    from backend.data import DataOptions, prepare_dataset
+
+    config = RunStore(workspace).get_run(run_id).config
+    dataset, _ = prepare_dataset(config.dataset, config.mode, workspace=Path(workspace), options=DataOptions.of(config))
+    return [dict(r) for r in dataset.select(range(min(len(dataset), 1000)))]
 
 
 _TOOLS_KEPT = 8  # runs whose built tools the chat keeps (a user function's process, a search's index each)
@@ -387,7 +432,8 @@ def _generate_with_tools(loaded: LoadedModel, messages: list[dict], tools: ChatT
 
     try:
         tokenizer = tool_tokenizer(loaded.tokenizer, tools.template)
-        functions = [_reporting(fn, report) for fn in chat_tools(tools)]
+        own = tools.episode.tools() if tools.episode is not None else []
+        functions = [_reporting(fn, report) for fn in chat_tools(tools) + own]
         kwargs = sampling.generate_kwargs()
         max_new_tokens = kwargs.pop("max_new_tokens")
         if not kwargs["do_sample"]:  # as the loop's own greedy setting: no warnings about unused sampling values

@@ -73,7 +73,7 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
     without). The tokenizer must read calls back (backend.data.templates.use_tool_parser)."""
     import torch
 
-    from backend.tools.environment import PlayedEpisode, with_observation
+    from backend.tools.environment import PlayedEpisode, tool_methods, with_observation
     from backend.tools.loop import answer_with_tools
 
     conversations = [p if is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
@@ -88,7 +88,7 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
                 for j, i in enumerate(i for i in batch for _ in range(k)):
                     instances.append(environment())
                     asked[j] = with_observation(asked[j], instances[-1].reset(**rows[i]))
-                own = [[getattr(x, name) for name in tool_methods(x)] for x in instances]
+                own = [tool_methods(x) for x in instances]
             torch.manual_seed(settings.seed + b)
             added = answer_with_tools(loaded.model, loaded.tokenizer, asked, tools, settings.max_new_tokens,
                                       max_iterations, _sampling(settings), own_tools=own)
@@ -99,12 +99,3 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
                 x._close()
         yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))], \
             [played[j * k:(j + 1) * k] for j in range(len(batch))]
-
-
-def tool_methods(instance) -> list[str]:
-    """The names of an environment instance's tools: its public methods but reset and get_reward (as TRL reads
-    them)."""
-    import inspect
-
-    return [name for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")]

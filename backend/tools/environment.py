@@ -180,6 +180,14 @@ class PlayedEpisode:
         return self.reward
 
 
+def tool_methods(instance) -> list[Callable]:
+    """An environment instance's tools, bound: its public methods but reset and get_reward (as TRL reads them)."""
+    import inspect
+
+    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")]
+
+
 def with_observation(conversation: list[dict], observation) -> list[dict]:
     """The conversation an episode starts from: reset's text added to the last message, as TRL's GRPOTrainer adds
     it in training."""

@@ -192,3 +192,36 @@ def test_a_runs_tools_are_built_once_for_its_turns_and_anew_when_their_file_chan
     stat = (workspace / "mytools.py").stat()
     os.utime(workspace / "mytools.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     assert chat.chat_tools(tools) is not first
+
+
+def test_a_run_trained_in_an_environment_chats_in_an_instance_of_its_own(workspace, tiny_model):
+    """The conversation's instance is reset from one of the run's training rows; its methods are the tools the
+    model calls (here a scripted call with that row's secret, answered by the instance in its own process); a
+    cleared conversation ends the instance."""
+    from dataclasses import replace
+
+    from app.chat_layout import ChatSession
+
+    store = RunStore(workspace)
+    game = finished_run(store, tiny_model, mode="grpo", dataset="demo-guess-number", environment="guess_number",
+                        data={"chat_template": "chatml-tools"}, reward_sources=[{"type": "environment", "name": "won"}])
+    tools = chat.run_tools(chat.chat_model(chat.RUN_PREFIX + game.id, store), workspace)
+    assert (tools.environment, tools.names, tools.configs) == ("guess_number", ["guess_number"], [])
+    picked = []
+    episode = chat.ChatEpisode(tools, pick=lambda rows: picked.append(rows[3]) or rows[3])
+    session = ChatSession()
+    session.episodes[1] = episode
+    secret = picked[0]["secret"]
+    assert [fn.__name__ for fn in episode.tools()] == ["guess"] and episode.observation == ""
+    loaded = ChatModels(ModelCache()).get(ModelRef.parse(str(tiny_model)))
+    call = '<tool_call>\n{"name": "guess", "arguments": {"number": %d}}\n</tool_call>' % secret
+    scripted = Scripted(loaded.tokenizer, [call, str(secret)])
+    *_, [reply] = chat.stream_replies([(LoadedModel(None, scripted, loaded.tokenizer, "cpu"),
+                                        chat.conversation("", [], "Let us play."), replace(tools, episode=episode))],
+                                      Sampling(16, 0), min_interval=0)
+    assert reply.error is None and reply.turn[1] == {"role": "tool", "name": "guess",
+                                                    "content": f"{secret} is correct, found in 1 guesses."}
+    assert "guess" in loaded.tokenizer.decode(scripted.seen[0][0])  # its schema shown to the model
+    assert episode.instance._user.running
+    session.clear(1)
+    assert session.episodes == [None, None] and not episode.instance._user.running
