@@ -1,7 +1,7 @@
 """The Runs tab's Export accordion: the selected run's adapter as a zip to download, or a merged model saved
 under workspace/exports/ and zipped too; each with a model card. The work is backend/export.py's; these
 handlers pass gr.Progress along and say where the result is. The zip is downloaded from the exports folder
-itself (app.main.exports_route), never copied.
+itself (app.routes.exports_route), never copied.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ commit."""
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from app.main import stamp_route
+from app.routes import stamp_route
 from app.tab_polls import STAMP_PATH
 from backend.config import build_config
 from backend.runs.store import BEAT_EVERY_S, RunStore
