@@ -68,9 +68,10 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
                        ) -> Iterator[tuple[list[int], list[list[list[dict]]], list[list]]]:
     """generate_answers with tools: each answer is the message list the tool loop adds (calls, results, the final
     answer last), `samples` of them per prompt from the prompt repeated. With an `environment` (a factory, backend/
-    tools/environment.py), each answer plays an instance of its own, reset from its row (`rows`, beside `prompts`):
-    its methods are that answer's tools besides `tools`, and the third item holds each answer's PlayedEpisode (None
-    without). The tokenizer must read calls back (backend.data.templates.use_tool_parser)."""
+    tools/environment.py), each answer plays an episode on an instance of its own in the batch, reset from its row
+    (`rows`, beside `prompts`): its methods are that answer's tools besides `tools`, and the third item holds each
+    answer's PlayedEpisode (None without). The tokenizer must read calls back (backend.data.templates.
+    use_tool_parser)."""
     import torch
 
     from backend.tools.environment import PlayedEpisode, tool_methods, with_observation
@@ -79,23 +80,24 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
     conversations = [p if is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(str(conversations[i])))  # alike lengths pad less
     k = settings.samples
-    for b, start in enumerate(range(0, len(order), settings.batch_size)):
-        batch = order[start:start + settings.batch_size]
-        asked = [conversations[i] for i in batch for _ in range(k)]
-        instances, own = [], None
-        try:
+    pool: list = []  # environment instances, made once and reset for each episode (as TRL pools them)
+    try:
+        for b, start in enumerate(range(0, len(order), settings.batch_size)):
+            batch = order[start:start + settings.batch_size]
+            asked = [conversations[i] for i in batch for _ in range(k)]
+            episodes, own = [], None
             if environment is not None:
+                pool += [environment() for _ in range(len(asked) - len(pool))]
+                episodes = pool[:len(asked)]
                 for j, i in enumerate(i for i in batch for _ in range(k)):
-                    instances.append(environment())
-                    asked[j] = with_observation(asked[j], instances[-1].reset(**rows[i]))
-                own = [tool_methods(x) for x in instances]
+                    asked[j] = with_observation(asked[j], episodes[j].reset(**rows[i]))
+                own = [tool_methods(x) for x in episodes]
             torch.manual_seed(settings.seed + b)
             added = answer_with_tools(loaded.model, loaded.tokenizer, asked, tools, settings.max_new_tokens,
                                       max_iterations, _sampling(settings), own_tools=own)
-            played = [PlayedEpisode(x, environment.rewarded) for x in instances] or [None] * len(added)
-            instances = []
-        finally:
-            for x in instances:  # a reset or the generation failed: no instance's process outlives it
-                x._close()
-        yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))], \
-            [played[j * k:(j + 1) * k] for j in range(len(batch))]
+            played = [PlayedEpisode(x, environment.rewarded) for x in episodes] or [None] * len(added)
+            yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))], \
+                [played[j * k:(j + 1) * k] for j in range(len(batch))]
+    finally:
+        for x in pool:  # done, failed or stopped: no instance's process outlives the evaluation
+            x._close()

@@ -160,9 +160,9 @@ def environment_factory(spec: str, workspace: str | Path, timeout_s: float) -> C
 
 
 class PlayedEpisode:
-    """An episode played outside training (an evaluation): its reward read as it ended and its instance closed;
-    the environment reward source reads `_episode_reward()` from it as from a live instance (a get_reward that
-    failed raises there, so the scorer records that answer's error)."""
+    """An episode played outside training (an evaluation): its reward read as it ended, before its instance is
+    reset for the next; the environment reward source reads `_episode_reward()` from it as from a live instance (a
+    get_reward that failed raises there, so the scorer records that answer's error)."""
 
     def __init__(self, instance, rewarded: bool):
         self.reward, self.problem = None, None
@@ -171,8 +171,6 @@ class PlayedEpisode:
                 self.reward = instance._episode_reward()
         except EnvironmentProblem as e:
             self.problem = e
-        finally:
-            instance._close()
 
     def _episode_reward(self) -> float | None:
         if self.problem is not None:

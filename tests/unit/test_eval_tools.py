@@ -123,8 +123,9 @@ def test_an_environment_scorer_needs_the_environment_and_its_get_reward(tmp_path
 
 
 def test_each_answer_plays_its_own_environment_reset_from_its_row(tmp_path, tiny_model):
-    """An instance per answer, reset from its row (the reward it gives back is the row's answer), its methods the
-    answer's tools (their schemas go through the chat template), the exchange stored as text."""
+    """Each answer's episode is reset from its row (the reward it gives back is the row's answer; one instance,
+    reset for the second row after the first's reward was read), its methods the answer's tools (their schemas go
+    through the chat template), the exchange stored as text."""
     import backend.evals.store as db
     from backend.evals import answers, get_eval
     from backend.evals.job import _evaluate
@@ -133,7 +134,7 @@ def test_each_answer_plays_its_own_environment_reset_from_its_row(tmp_path, tiny
     (tmp_path / "envs" / "echo.py").write_text(ECHO)
     store = RunStore(tmp_path)
     spec = spec_of(tiny_model, environment="envs/echo.py:Echo", chat_template="chatml-tools",
-                   scorers=[RIGHT, ENV_SCORER], generation={"max_new_tokens": 4, "batch_size": 2})
+                   scorers=[RIGHT, ENV_SCORER], generation={"max_new_tokens": 4, "batch_size": 1})
     assert plan(store, spec).rows
     e = db.create_eval(store, spec, {"models": ["tiny"]}, total=2)
     _evaluate(store, e)
