@@ -33,12 +33,12 @@ def markdown_html(text: str | None) -> str:
     return _markdown().render(text or "")
 
 
-def answer_html(text: str | None) -> str:
-    """An answer as the labeler reads it: Markdown, or, when it is a tool-calling exchange (the trajectory text a
-    session with tools stores), turn by turn: the model's text, each call, each result, the final answer."""
+def answer_html(text: str | None, tools: bool = False) -> str:
+    """An answer as the labeler reads it: Markdown, or, written with `tools` (a session with a run's tools stores
+    the exchange as its trajectory text), turn by turn: the model's text, each call, each result, the answer."""
     from backend.rewards.trajectory import parse_trajectory, trajectory_text
 
-    turns = parse_trajectory(text or "")
+    turns = parse_trajectory(text or "") if tools else text or ""
     if isinstance(turns, str):
         return markdown_html(turns)
     parts = []

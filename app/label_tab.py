@@ -99,6 +99,11 @@ def session_layout(ui: LabelUI, s: LabelSession | None) -> dict:
             ui.resume: gr.update(visible=s is not None and s.status == "failed")}
 
 
+def _with_tools(source: dict | None) -> bool:
+    """The answer was written through a run's tools (the generator records them in its source)."""
+    return bool((source or {}).get("tools"))
+
+
 def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str = i18n.DEFAULT,
           reason: str = "") -> dict:
     """The prompt and answer cards for `item`; while there is none, empty cards, the prompt's saying why
@@ -110,8 +115,9 @@ def boxes(ui: LabelUI, item: LabelItem | None, single: bool = False, lang: str =
                 ui.answer_a: card("label-answer-a", "", "answer", a_title),
                 ui.answer_b: card("label-answer-b", "", "answer", "B")}
     return {ui.prompt: card("label-prompt", prompt_html(item.prompt), "prompt", prompt),
-            ui.answer_a: card("label-answer-a", answer_html(item.answer_a), "answer", a_title),
-            ui.answer_b: card("label-answer-b", answer_html(item.answer_b), "answer", "B")}
+            ui.answer_a: card("label-answer-a", answer_html(item.answer_a, _with_tools(item.source_a)), "answer",
+                              a_title),
+            ui.answer_b: card("label-answer-b", answer_html(item.answer_b, _with_tools(item.source_b)), "answer", "B")}
 
 
 def around(ui: LabelUI, store: RunStore, v: LabelView, has_item: bool, message: str | None = None,

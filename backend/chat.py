@@ -243,7 +243,8 @@ class ChatEpisode:
         return tool_methods(self.instance)
 
     def close(self) -> None:
-        self.instance._close()
+        self.instance._lost = True  # a call still on its way (Clear mid-answer) is told the state is gone, and
+        self.instance._close()      # starts no fresh instance that was never reset
 
 
 @functools.lru_cache(maxsize=4)

@@ -64,14 +64,14 @@ def generate_answers(loaded: LoadedModel, prompts: list, settings: Generation, c
 
 
 def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation, tools: list, max_iterations: int,
-                       rows: list[dict] | None = None, environment=None,
+                       rows: list[dict] | None = None, environment=None, read_rewards: bool = True,
                        ) -> Iterator[tuple[list[int], list[list[list[dict]]], list[list]]]:
     """generate_answers with tools: each answer is the message list the tool loop adds (calls, results, the final
     answer last), `samples` of them per prompt from the prompt repeated. With an `environment` (a factory, backend/
     tools/environment.py), each answer plays an episode on an instance of its own in the batch, reset from its row
     (`rows`, beside `prompts`): its methods are that answer's tools besides `tools`, and the third item holds each
-    answer's PlayedEpisode (None without). The tokenizer must read calls back (backend.data.templates.
-    use_tool_parser)."""
+    answer's PlayedEpisode (None without; its get_reward read only with `read_rewards`). The tokenizer must read
+    calls back (backend.data.templates.use_tool_parser); close the iterator when stopping early."""
     import torch
 
     from backend.tools.environment import PlayedEpisode, tool_methods, with_observation
@@ -95,7 +95,7 @@ def answers_with_tools(loaded: LoadedModel, prompts: list, settings: Generation,
             torch.manual_seed(settings.seed + b)
             added = answer_with_tools(loaded.model, loaded.tokenizer, asked, tools, settings.max_new_tokens,
                                       max_iterations, _sampling(settings), own_tools=own)
-            played = [PlayedEpisode(x, environment.rewarded) for x in episodes] or [None] * len(added)
+            played = [PlayedEpisode(x, environment.rewarded and read_rewards) for x in episodes] or [None] * len(added)
             yield batch, [added[j * k:(j + 1) * k] for j in range(len(batch))], \
                 [played[j * k:(j + 1) * k] for j in range(len(batch))]
     finally:

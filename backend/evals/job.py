@@ -4,6 +4,7 @@ process (`python -m backend.evals run ID --workspace DIR`) that commits every ba
 on request, and carried on where it stopped when it is started again."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -344,43 +345,46 @@ def _evaluate(store: RunStore, e: Evaluation) -> None:
             from backend.data.templates import use_tool_parser
 
             use_tool_parser(loaded.tokenizer, spec.chat_template)
+            scored = any(s.type == "environment" for s in spec.scorers)  # else get_reward is never read
             batches = answers_with_tools(loaded, [prompts[i] for i in todo], spec.generation, tools,
-                                         spec.max_tool_calling_iterations, [p.rows[i] for i in todo], environment)
+                                         spec.max_tool_calling_iterations, [p.rows[i] for i in todo], environment,
+                                         read_rewards=scored)
         else:
             batches = ((idx, outs, None) for idx, outs in generate_answers(loaded, [prompts[i] for i in todo],
                                                                            spec.generation))
-        for idx, outs, played in batches:
-            rows = [todo[j] for j in idx]
-            flat_rows = [r for r, k_answers in zip(rows, outs) for _ in k_answers]
-            flat_answers = [a for k_answers in outs for a in k_answers]
-            cols = {c: [extra[c][r] for r in flat_rows] for c in extra}
-            if environment is not None:  # the environment scorer reads each answer's episode
-                cols["environments"] = [episode for k_played in played for episode in k_played]
-            batch_prompts = [prompts[r] for r in flat_rows]
-            scores = {}
-            for s in scorers:
-                s.errors.clear()
-                scores[s.name] = s(batch_prompts, flat_answers, cols)
-            errors = {s.name: dict(s.errors) for s in scorers}
-            if JUDGE in columns:
-                scores[JUDGE] = fused(scorers, scores)
-            samples: dict[int, int] = {}
-            answers = []
-            for j, (r, text) in enumerate(zip(flat_rows, flat_answers)):
-                k = samples[r] = samples.get(r, -1) + 1
-                text = trajectory_text(text) if spec.plays_tools else text  # scored as messages, stored as text
-                ref_value = references[r] if references else None
-                answers.append(Answer(m, r, k, prompts[r], None if ref_value is None else _as_text(ref_value), text,
-                                      {n: v[j] for n, v in scores.items()},
-                                      {n: why[j] for n, why in errors.items() if j in why}))
-            db.save_answers(store, e.id, answers)
-            now = db.get_eval(store, e.id)
-            rate = (now.done - done_before) / max(time.time() - started, 1e-6)
-            eta = (now.total - now.done) / rate if rate > 0 and now.total else None
-            db.update_eval(store, e.id, message=f"{label}: {now.done}/{now.total} answers" +
-                           (f", about {_duration(eta)} left" if eta is not None else ""))
-            if now.stop_requested:
-                raise _Stop()
+        with contextlib.closing(batches):  # stopped or failed: the environment's processes end now
+            for idx, outs, played in batches:
+                rows = [todo[j] for j in idx]
+                flat_rows = [r for r, k_answers in zip(rows, outs) for _ in k_answers]
+                flat_answers = [a for k_answers in outs for a in k_answers]
+                cols = {c: [extra[c][r] for r in flat_rows] for c in extra}
+                if environment is not None:  # the environment scorer reads each answer's episode
+                    cols["environments"] = [episode for k_played in played for episode in k_played]
+                batch_prompts = [prompts[r] for r in flat_rows]
+                scores = {}
+                for s in scorers:
+                    s.errors.clear()
+                    scores[s.name] = s(batch_prompts, flat_answers, cols)
+                errors = {s.name: dict(s.errors) for s in scorers}
+                if JUDGE in columns:
+                    scores[JUDGE] = fused(scorers, scores)
+                samples: dict[int, int] = {}
+                answers = []
+                for j, (r, text) in enumerate(zip(flat_rows, flat_answers)):
+                    k = samples[r] = samples.get(r, -1) + 1
+                    text = trajectory_text(text) if spec.plays_tools else text  # scored as messages, stored as text
+                    ref_value = references[r] if references else None
+                    answers.append(Answer(m, r, k, prompts[r], None if ref_value is None else _as_text(ref_value), text,
+                                          {n: v[j] for n, v in scores.items()},
+                                          {n: why[j] for n, why in errors.items() if j in why}))
+                db.save_answers(store, e.id, answers)
+                now = db.get_eval(store, e.id)
+                rate = (now.done - done_before) / max(time.time() - started, 1e-6)
+                eta = (now.total - now.done) / rate if rate > 0 and now.total else None
+                db.update_eval(store, e.id, message=f"{label}: {now.done}/{now.total} answers" +
+                               (f", about {_duration(eta)} left" if eta is not None else ""))
+                if now.stop_requested:
+                    raise _Stop()
         del loaded
     db.finish_eval(store, e.id, "completed", message=f"Completed: {db.get_eval(store, e.id).done} answers")
 

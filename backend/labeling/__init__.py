@@ -26,7 +26,8 @@ Modules: `records` (the stored records and limits), `prompts`, `candidates` (the
 """
 
 from backend.labeling import store as _store  # noqa: F401 - registers the label tables with the run store
-from backend.labeling.candidates import adapter_choices, check_candidate, describe_model, resolve_candidate
+from backend.labeling.candidates import (ToolPlay, adapter_choices, check_candidate, describe_model,
+                                         resolve_candidate, tool_play)
 from backend.labeling.export import (dataset_choices, export_format_for_mode, export_rows, labels_dataset,
                                      write_export)
 from backend.labeling.prompts import load_prompts, split_typed_prompts
@@ -49,6 +50,6 @@ __all__ = [
     "dataset_choices", "describe_model", "export_format_for_mode", "export_rows", "get_item", "get_session",
     "has_ungenerated", "items", "label_counts", "labels", "labels_dataset", "list_sessions", "load_prompts", "new_session_id",
     "next_to_generate", "progress", "prompt_text", "rate", "resolve_candidate", "save_answers", "session_counts",
-    "session_from_row", "split_typed_prompts", "summarize", "swap_for", "undo_last", "update_session",
-    "write_export",
+    "session_from_row", "split_typed_prompts", "summarize", "swap_for", "tool_play", "ToolPlay", "undo_last",
+    "update_session", "write_export",
 ]

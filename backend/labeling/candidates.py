@@ -2,6 +2,7 @@
 adapter on its base model."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.labeling.records import LabelError
@@ -64,3 +65,47 @@ def check_candidate(store: RunStore, spec: str) -> None:
         check_model(base)
     except ModelError as e:
         raise LabelError(f"model {spec}: {e}") from None
+
+
+@dataclass
+class ToolPlay:
+    """The tools a session's answers are written with: those of the first candidate run trained with tools, with
+    its chat template and tool-calling turns, for every candidate (as an evaluation gives every model its tools,
+    so the sides are compared on one footing)."""
+    tools: list  # ToolConfig, as the run's config has them
+    chat_template: str
+    turns: int
+    run_name: str
+
+
+def tool_play(store: RunStore, specs: list[str]) -> ToolPlay | None:
+    for spec in filter(None, specs):
+        if not spec.startswith(RUN_PREFIX):
+            continue
+        try:
+            run = store.get_run(spec.removeprefix(RUN_PREFIX).split("@")[0])
+        except KeyError:
+            continue
+        if run.config.tools:
+            return ToolPlay(list(run.config.tools), run.config.data.chat_template,
+                            run.config.rl.max_tool_calling_iterations, run.name)
+    return None
+
+
+def check_tool_play(store: RunStore, specs: list[str]) -> None:
+    """With a run trained with tools among the models: its tools made and tried, and every model's tokenizer able to
+    carry their calls through the run's chat template; LabelError listing what is wrong."""
+    play = tool_play(store, specs)
+    if play is None:
+        return
+    from backend.models import resolve_model
+    from backend.runs.preflight import tokenizer_tool_problem
+    from backend.tools import validate_tools
+
+    problems = validate_tools(play.tools, store.workspace)
+    for spec in filter(None, specs):
+        base, _ = resolve_candidate(store, spec)
+        if why := tokenizer_tool_problem(resolve_model(base), play.chat_template, describe_model(store, spec)):
+            problems.append(f"model {spec}: answers with the tools of {play.run_name}: {why}")
+    if problems:
+        raise LabelError("; ".join(problems))

@@ -130,33 +130,6 @@ def candidates(store: RunStore, session: LabelSession) -> list[Candidate]:
     return out
 
 
-@dataclass
-class ToolPlay:
-    """The tools a session's answers are written with: those of the first candidate run trained with tools, with
-    its chat template and tool-calling turns, for every candidate (as an evaluation gives every model its tools,
-    so the sides are compared on one footing)."""
-    tools: list  # ToolConfig, as the run's config has them
-    chat_template: str
-    turns: int
-    run_name: str
-
-
-def tool_play(store: RunStore, cands: list[Candidate]) -> ToolPlay | None:
-    from backend.models import RUN_PREFIX
-
-    for c in cands:
-        if not c.spec.startswith(RUN_PREFIX):
-            continue
-        try:
-            run = store.get_run(c.spec.removeprefix(RUN_PREFIX).split("@")[0])
-        except KeyError:
-            continue
-        if run.config.tools:
-            return ToolPlay(list(run.config.tools), run.config.data.chat_template,
-                            run.config.rl.max_tool_calling_iterations, run.name)
-    return None
-
-
 class CandidateModels:
     """Each base model loaded once; adapters of the same base go on it as named PEFT adapters, and the base
     side of a base-vs-trained comparison runs with the adapters disabled (no second copy of the weights). An
@@ -165,7 +138,7 @@ class CandidateModels:
     exchange turn by turn (backend/rewards/trajectory.py), which the Labeling tab shows as turns."""
 
     def __init__(self, cands: list[Candidate], report=lambda message: None, merge: bool = True,
-                 play: ToolPlay | None = None, workspace: Path | None = None):
+                 play: labeling.ToolPlay | None = None, workspace: Path | None = None):
         from backend.models import load_causal_lm, load_tokenizer, resolve_model
 
         self.merge, self.play, self.tools = merge, play, []
@@ -314,7 +287,8 @@ def run_generator(store: RunStore, session_id: str, idle_exit_s: float = IDLE_EX
                 continue
             idle_since = None
             if models is None:
-                models = CandidateModels(cands, say, play=tool_play(store, cands), workspace=store.workspace)
+                models = CandidateModels(cands, say, play=labeling.tool_play(store, [c.spec for c in cands]),
+                                         workspace=store.workspace)
             if len(items) > 1:
                 say(f"Generating {len(items)} items together")
             for item, answers in zip(items, generate_items(models, cands, session, items)):

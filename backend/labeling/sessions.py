@@ -7,7 +7,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from backend.labeling.candidates import check_candidate, describe_model
+from backend.labeling.candidates import check_candidate, check_tool_play, describe_model
 from backend.labeling.records import (MAX_NOTE, MODES, PAIR_CHOICES, SINGLE_CHOICES, STALE_ASSIGNMENT_S, clean_text,
                                       GenerationSettings, item_from_row, Label, label_from_row, LabelError,
                                       LabelItem, LabelSession, loads, new_session_id, session_from_row,
@@ -32,6 +32,7 @@ def create_session(store: RunStore, prompts: list, *, model_a: str, model_b: str
     if check_models:
         for spec in filter(None, (model_a, model_b)):
             check_candidate(store, spec)
+        check_tool_play(store, [model_a, model_b])
     settings = settings or GenerationSettings()
     session_id = new_session_id()
     now = time.time()

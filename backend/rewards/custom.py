@@ -78,6 +78,8 @@ class PythonReward(RewardFunction):
     def score(self, prompts, completions, **kwargs):
         where = f"reward function {self.params.function}() in {self.path}"
         limit = self.params.timeout_s
+        # an environment run's live instances sit in processes of their own: nothing the function's could call
+        kwargs = {k: v for k, v in kwargs.items() if k != "environments"}
         try:
             out = self.function(limit, prompts=prompts, completions=completions, **kwargs)
         except UserCodeTimeout:

@@ -145,7 +145,7 @@ def test_a_session_with_a_run_trained_with_tools_answers_through_them(workspace,
     session = L.create_session(store, PROMPTS[:2], model_a=str(tiny_model), model_b=f"run:{run.id}",
                                settings=L.GenerationSettings(max_new_tokens=4, temperature_a=0, temperature_b=0))
     cands = G.candidates(store, session)
-    play = G.tool_play(store, cands)
+    play = L.tool_play(store, [c.spec for c in cands])
     assert (play.run_name, [t.name for t in play.tools], play.chat_template) == ("calc", ["calculator"],
                                                                                    "chatml-tools")
     models = G.CandidateModels(cands, play=play, workspace=workspace)
@@ -155,7 +155,14 @@ def test_a_session_with_a_run_trained_with_tools_answers_through_them(workspace,
     items = L.items(store, session.id)
     assert all(isinstance(i.answer_a, str) and i.source_a["tools"] == i.source_b["tools"] == ["calculator"]
                for i in items)
-    assert G.tool_play(store, G.candidates(store, new_session(store, tiny_model))) is None  # no run, no tools
+    assert L.tool_play(store, [str(tiny_model)]) is None  # no run, no tools
+    with pytest.raises(L.LabelError, match="search"):  # its tools are tried when the session is made
+        bad = store.create_run(build_config({"mode": "grpo", "model": str(tiny_model), "dataset": "demo-calculator",
+                                             "tools": [{"type": "search", "params": {"folder": "gone"}}],
+                                             "data": {"chat_template": "chatml-tools"},
+                                             "reward_sources": [{"type": "tool_used"}]}))
+        store.update_run(bad.id, status="completed", adapter_path=str(workspace / "adapter"))
+        L.create_session(store, PROMPTS[:1], model_a=str(tiny_model), model_b=f"run:{bad.id}")
 
 
 def test_dpo_trains_on_a_labeling_session(workspace, tiny_model):

@@ -234,6 +234,9 @@ def test_a_python_file_in_the_workspace_is_called_with_trls_arguments(workspace)
     assert call(f, ["the answer is 4", "no"], answer=["4", "4"]) == [1.0, 0.0]
     g = one("python", workspace, {"file": str(workspace / "rewards/mine.py"), "function": "shout"})
     assert call(g, ["HI", "hi"]) == [1.0, None]
+    # an environment run's live instances (of a class made at run time, in processes of their own) stay behind
+    live = type("Game", (), {})
+    assert call(g, ["HI", "hi"], environments=[live(), live()]) == [1.0, None]
 
 
 def test_python_files_outside_the_workspace_are_refused_symlinks_included(tmp_path):
