@@ -73,6 +73,22 @@ def test_bind_keeps_the_parameters_gradio_fills_in():
     assert bound(1, "r", "e") == ("ui", "store", 1, "r", "e")
 
 
+def test_a_bound_generator_streams_and_every_streaming_handler_is_wired_as_one(tmp_path):
+    """Gradio streams a generator function's yields; a plain function returning a generator would be one value."""
+    import inspect
+
+    from app.main import build_app
+
+    def stream(ui, n):
+        yield from range(ui, n)
+
+    bound = bind(stream, 1)
+    assert inspect.isgeneratorfunction(bound) and list(bound(3)) == [1, 2]
+    demo = build_app(tmp_path)
+    sent = next(f for f in demo.fns.values() if f.name == "on_send")  # the Chat tab streams its answers
+    assert sent.inputs and inspect.isgeneratorfunction(sent.fn)
+
+
 def test_the_page_tracks_progress_on_few_components(tmp_path):
     """Gradio's page looks up, on every event, each component any event has shown progress on, in the whole
     component tree: events that show none track one output, and those that show some show it on a few components
