@@ -79,12 +79,15 @@ class ToolPlay:
 
 
 def tool_play(store: RunStore, specs: list[str]) -> ToolPlay | None:
+    from backend.models.ref import run_part
+
     for spec in filter(None, specs):
-        if not spec.startswith(RUN_PREFIX):
-            continue
         try:
-            run = store.get_run(spec.removeprefix(RUN_PREFIX).split("@")[0])
-        except KeyError:
+            found = run_part(spec, store.workspace)
+            run = store.get_run(found[0]) if found else None
+        except (KeyError, ModelError):  # check_candidate says what is wrong with it
+            continue
+        if run is None:
             continue
         if run.config.tools:
             return ToolPlay(list(run.config.tools), run.config.data.chat_template,
