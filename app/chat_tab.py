@@ -23,7 +23,7 @@ import yaml
 
 from app import i18n
 from app.chat_layout import SIDES, ChatSession, ChatUI, layout, run_source_choices
-from app.events import bind
+from app.events import Packed, bind
 from app.formatting import error_markdown
 from backend import chat
 from backend.chat import ChatError, Sampling
@@ -411,8 +411,8 @@ def wire(ui: ChatUI) -> ChatTab:
     ui.score.click(bind(on_score, ui), [ui.sources, ui.columns, ui.session], ui.scores)
     ui.from_run.change(bind(on_run_sources, ui), ui.from_run, [ui.sources, ui.scores], show_progress="hidden")
     if ui.train_sources is not None:
-        ui.use_train.click(bind(on_train_sources, ui), set(ui.train_sources.inputs), [ui.sources, ui.scores],
-                           show_progress="hidden")
+        Packed(set(ui.train_sources.inputs)).on(ui.use_train.click, bind(on_train_sources, ui),
+                                                [ui.sources, ui.scores], show_progress="hidden")
     refresh_fn = bind(on_refresh, ui)
     refresh_io = dict(inputs=[ui.pickers[1], ui.session],
                       outputs=[*ui.pickers, ui.from_run, ui.bots[1], ui.session, ui.use_tools[1]])

@@ -21,6 +21,7 @@ from gradio.blocks import BlockContext  # noqa: E402
 
 from app import (chat_tab, doctor_render, eval_tab, gradio_locale, i18n, label_layout, label_tab, playground_tab,  # noqa: E402
                  runs_tab, sweeps_tab, train_tab)
+from app.events import PACKED_CLASS, Packed  # noqa: E402
 from app.choices import run_selection  # noqa: E402
 from app.routes import exports_route, metrics_route, stamp_route  # noqa: E402
 from app.runs_tab import RunView  # noqa: E402
@@ -103,6 +104,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
     i18n.serve_default(lang)
     words = i18n.Translatable()
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+        sink = gr.HTML(visible=False, elem_id="progress-sink")  # first in the tree: see untracked_progress
         with gr.Row(equal_height=True, elem_classes=["wb-header-row"]):
             def header(lang: str) -> str:
                 return (f'<div class="wb-header"><h2>{i18n.text("page.title", lang)}</h2>'
@@ -187,24 +189,23 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
             return {**train.form.updates_from(fixed.model_copy(update={"name": ""}), lang), train.message: note,
                     **polls.open("train")}
 
-        memory_fn, memory_io = train.memory
-        runs.fix.click(fix_run, runs.select, [*train.form.outputs, train.message, *polls.outputs],
-                       show_progress="hidden").then(memory_fn, **memory_io, show_progress="hidden")  # its suggestions
-        preview_fn, preview_io = train.preview
+        train.memory(runs.fix.click(fix_run, runs.select, [*train.form.outputs, train.message, *polls.outputs],
+                                    show_progress="hidden").then)  # its suggestions
         demo.load(train.refresh, None, train.refresh_outputs, show_progress="hidden")
         # what handlers write follows the session's language: after it is known, and again when it changes
         polls.rerun_after(switched)
         polls.rerun_after(opened, (POLLING_TABS[0],))  # the tab a page opens on
+        # inputs read at the page's load or a language switch go packed (app/events.Packed): each input an event
+        # has run with costs every later event a lookup in the whole page, and these sit deep in later tabs
+        helps = [(help_fn, Packed(help_in), help_out)
+                 for help_fn, help_in, help_out in (train.sources.help_refresh, play.sources.help_refresh)]
         for event in (opened, switched):
-            event.then(preview_fn, **preview_io, show_progress="hidden")
-            event.then(memory_fn, **memory_io, show_progress="hidden")
-            for editor in (train.sources, play.sources):  # each reward source's help, in the language
-                help_fn, help_in, help_out = editor.help_refresh
-                event.then(help_fn, help_in, help_out, show_progress="hidden")
-        prompts_fn, prompts_io = play.load
-        demo.load(prompts_fn, **prompts_io, show_progress="hidden")
-        chat_fn, chat_io = chat.load
-        demo.load(chat_fn, **chat_io, show_progress="hidden")
+            train.preview(event.then, show_progress="hidden")
+            train.memory(event.then)
+            for help_fn, pack, help_out in helps:  # each reward source's help, in the language
+                pack.on(event.then, help_fn, help_out, show_progress="hidden")
+        for load_fn, load_io in (play.load, chat.load):
+            Packed(load_io["inputs"]).on(demo.load, load_fn, load_io["outputs"], show_progress="hidden")
         pages["chat"].select(chat.refresh[0], **chat.refresh[1], show_progress="hidden")  # runs finished since
         opened.then(lambda: runs_tab.initial_selection(store), None, runs.select, show_progress="hidden")
         label.remember.render()  # outside the tabs, so the page's load event reads the browser's storage
@@ -212,18 +213,20 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
         opened.then(label_fn, **label_io, show_progress="hidden")  # its cards in the page's language
         open_fn, open_io = label.open
         pages["labeling"].select(open_fn, **open_io, show_progress="hidden")  # takes an item only once the tab is seen
-        untracked_progress(demo)
+        untracked_progress(demo, sink)
     return demo
 
 
-def untracked_progress(demo: gr.Blocks) -> None:
-    """Events that show no progress track it on their first output only, and no event tracks it on a layout
-    block (the Tabs, a Column) or a timer. Gradio's page keeps a loading status for every progress target of
-    every event and, on each event, looks each of them up in the whole component tree (~990 blocks here), and
-    walks a target's children: the language's load event alone (~500 outputs) made every poll cost the browser
-    ~0.5 s, and one button that opens a tab (the Tabs, ~970 blocks, as a target) kept the renderer busy while
-    a run loaded beside it on the same two cores. One output, not none: with none, a value set on a tab not yet
-    shown never fires that component's change event."""
+def untracked_progress(demo: gr.Blocks, sink: gr.components.Component) -> None:
+    """Keeps the page's bookkeeping per event small. Gradio's page keeps a loading status for every progress
+    target of every event it has run, and every input, and at each status message of every later event looks
+    each one up in the whole component tree (~1000 blocks, depth first, so a late one costs the whole tree),
+    walking a target's children too: the language's load event (~500 outputs), a tab-opening button (the Tabs
+    as a target) and the Train form's ~190 settings as inputs each kept the renderer busy while a run loaded
+    beside it on the same two cores (bench/README.md, start latency). So events that show no progress all track
+    it on `sink`, and the others never on a layout block or a timer; many inputs go packed into one box
+    (app/events.Packed); the sink, the boxes and the states (inputs of many events, drawn nowhere) go first in the
+    tree."""
     def plain(block) -> bool:  # an HTML is a BlockContext too, one without children
         return not (isinstance(block, BlockContext) and block.children or isinstance(block, gr.Timer))
 
@@ -231,7 +234,13 @@ def untracked_progress(demo: gr.Blocks) -> None:
         if fn.show_progress_on is not None:
             continue
         targets = [o for o in fn.outputs if plain(o)] or fn.outputs
-        fn.show_progress_on = targets[:1] if fn.show_progress == "hidden" else targets
+        fn.show_progress_on = [sink] if fn.show_progress == "hidden" else targets
+    early = [sink, *(b for b in demo.blocks.values() if isinstance(b, (gr.State, gr.BrowserState))
+                     or PACKED_CLASS in (getattr(b, "elem_classes", None) or []))]
+    for block in early:
+        block.parent.children.remove(block)
+        block.parent = demo
+    demo.children[:0] = early
 
 
 def dispatching(workspace: str | Path, every_s: float = DISPATCH_SECONDS):

@@ -15,6 +15,7 @@ import gradio as gr
 import pandas as pd
 
 from app import forms, i18n, reward_editor
+from app.events import Packed
 from app.choices import REPO_PRESETS, dataset_choices, model_choices
 from app.formatting import error_markdown, score_table_widths
 from app.reward_editor import RewardSourcesEditor
@@ -200,13 +201,12 @@ def build(store: RunStore, train_sources: RewardSourcesEditor | None = None, wor
                    [status, completions],
                    concurrency_limit=1, concurrency_id="playground-generate")
     model.change(on_model, model, status, show_progress="hidden")
-    score.click(on_score, {dataset, first, count, completions, lam, *editor.inputs}, [summary, table])
+    Packed({dataset, first, count, completions, lam, *editor.inputs}).on(score.click, on_score, [summary, table])
     if train_sources is not None:
         def on_use_train(values: dict, request: gr.Request = None):
             return editor.copy_from(train_sources.read(values), i18n.lang_of(request))
 
-        use_train.click(on_use_train, set(train_sources.inputs),
-                        editor.outputs, show_progress="hidden")
+        Packed(set(train_sources.inputs)).on(use_train.click, on_use_train, editor.outputs, show_progress="hidden")
     return PlaygroundTab(sources=editor, load=(on_prompts, prompt_io))
 
 

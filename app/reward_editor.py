@@ -27,6 +27,7 @@ import gradio as gr
 import yaml
 
 from app import i18n
+from app.events import Packed
 
 from backend.config import ConfigError, build_config
 from backend.rewards.spec import (EXAMPLES, PARAM_MODELS, SOURCE_KINDS, RewardSourceConfig,
@@ -374,9 +375,11 @@ def _wire(editor: RewardSourcesEditor, removes: list[gr.Button]) -> None:
             return editor.updates_for([_source(*row) for row in rows if row[0]], i18n.lang_of(request))
         return on_remove
 
-    editor.add.click(on_add, {editor.add_kind, *editor.inputs}, slot_outputs, show_progress="hidden")
+    # the rows' ~56 fields go packed (app/events.Packed): one input per event, not one the page tracks per field
+    Packed({editor.add_kind, *editor.inputs}).on(editor.add.click, on_add, slot_outputs, show_progress="hidden")
+    rows = Packed(set(editor.inputs))
     for i, button in enumerate(removes):
-        button.click(remover(i), set(editor.inputs), slot_outputs, show_progress="hidden")
+        rows.on(button.click, remover(i), slot_outputs, show_progress="hidden")
     for kind, params, help_ in zip(editor.kinds, editor.params, editor.helps):
         # Only a person's edits are listened to: programmatic updates (Add, Remove, a loaded preset) set the
         # help themselves and keep their params, and a .change listener could read a row half-updated.

@@ -17,7 +17,7 @@ import pandas as pd
 
 from app import i18n
 from app.choices import preset_choices, run_selection
-from app.events import bind
+from app.events import Packed, bind
 from app.sweep_render import (DEFAULT_BASE, MAX_PARAMS, SWEEP_COLUMNS, base_text_for, default_param, history_figure,
                               importances, param_from_row, parse_base, row_values, searchable_fields, spec_data,
                               status_html, sweep_columns, sweep_preset_choices, sweep_table_rows, SweepView,
@@ -393,7 +393,7 @@ def on_best_to_form(ui: SweepsUI, v: SweepView, request: gr.Request = None):
 def wire(ui: SweepsUI) -> None:
     outputs, row_inputs, rows, polls = ui.outputs, ui.row_inputs, ui.rows, ui.polls
     if ui.train_form is not None:
-        ui.from_train.click(bind(on_from_train, ui), set(ui.train_form.inputs), ui.base_yaml)
+        Packed(set(ui.train_form.inputs)).on(ui.from_train.click, bind(on_from_train, ui), ui.base_yaml)
         ui.best_to_form.click(bind(on_best_to_form, ui), ui.view, [*ui.train_form.outputs, *polls.outputs],
                               show_progress_on=ui.best_to_form)
 
@@ -407,9 +407,9 @@ def wire(ui: SweepsUI) -> None:
                         [comps[0] for comps, _ in rows] + [ui.metric, ui.base_mode_shown], show_progress="hidden")
     for comps, _ in rows:
         comps[0].input(field_defaults(ui, comps), [comps[0], ui.base_yaml], comps[1:], show_progress="hidden")
+    space = Packed({ui.count, *row_inputs})  # the search space's rows go packed (app/events.Packed)
     for i, (_, remove) in enumerate(rows):
-        remove.click(remover(ui, i), {ui.count, *row_inputs}, [*row_inputs, *ui.row_boxes, ui.count],
-                     show_progress="hidden")
+        space.on(remove.click, remover(ui, i), [*row_inputs, *ui.row_boxes, ui.count], show_progress="hidden")
     ui.add.click(bind(on_add, ui), ui.count, [*ui.row_boxes, ui.count], show_progress="hidden")
     ui.metric.input(lambda m: sweeps.default_direction(m or ""), ui.metric, ui.direction, show_progress="hidden")
     ui.spec_preset.input(bind(on_spec_preset, ui), ui.spec_preset,
@@ -417,7 +417,7 @@ def wire(ui: SweepsUI) -> None:
                           ui.reduce, ui.last_k, ui.n_trials, ui.seed, ui.prune, ui.name], show_progress="hidden")
     form_inputs = {ui.view, ui.count, ui.base_yaml, ui.metric, ui.direction, ui.reduce, ui.last_k, ui.n_trials,
                    ui.seed, ui.prune, ui.name}
-    ui.start.click(bind(on_start, ui), form_inputs | set(row_inputs), [ui.message, *outputs])
+    Packed(form_inputs | set(row_inputs)).on(ui.start.click, bind(on_start, ui), [ui.message, *outputs])
     ui.stop.click(bind(on_stop, ui), ui.view, outputs)
     ui.resume.click(bind(on_resume, ui), [ui.view, ui.more], outputs)
     ui.train_best.click(bind(on_train_best, ui), ui.view, [ui.runs_select, *polls.outputs])

@@ -21,7 +21,7 @@ import pandas as pd
 
 from app import doctor_render, forms, i18n
 from app.choices import dataset_choices, generation_model_choices, preset_choices
-from app.events import bind
+from app.events import Packed, bind
 from app.formatting import cli_command, error_markdown, example_html, memory_markdown, progress_html, status_text
 from app.reward_editor import RewardSourcesEditor, parse_sources, sources_from_values
 from app.tab_polls import TabPolls
@@ -47,8 +47,8 @@ class TrainTab:
     start_event: object  # the Start click's dependency, for chaining the Runs tab's follow-up
     refresh_outputs: list
     refresh: Callable[[], dict]  # updates for refresh_outputs (model, dataset and preset choices)
-    preview: tuple  # (fn, {inputs, outputs}) that fills the dataset preview, for the page's load event
-    memory: tuple  # (fn, {inputs, outputs}) that fills the memory estimate and the fields' suggestions, for the
+    preview: Callable  # preview(listen, **options) wires the dataset preview after `listen` (`event.then`)
+    memory: Callable  # memory(listen, **options) wires the memory estimate and the fields' suggestions: for the
     # page's load event and a language switch (which resets every field's help: this writes them again)
     sources: RewardSourcesEditor  # the reward-sources editor (the playground can copy its rows)
     message: gr.Markdown  # under Start: what the last action said
@@ -439,21 +439,29 @@ def refresh(ui: TrainUI):
 
 def wire(ui: TrainUI, polls: TabPolls, runs_view: gr.State) -> TrainTab:
     c, form, sources, form_values = ui.c, ui.form, ui.sources, ui.form_values
-    preview_fn, memory_fn = bind(on_preview, ui), bind(on_memory, ui)
-    preview_io = dict(inputs={c["dataset"], c["mode"], *ui.data_inputs, *sources.inputs},
-                      outputs=[ui.data_preview, ui.data_format, ui.data_row, ui.memory, c["dataset"],
-                               *sources.outputs])
-    previewed = gr.on([c["dataset"].change, c["mode"].change, *forms.edit_events(ui.data_inputs)], preview_fn,
-                      **preview_io, show_progress="minimal", show_progress_on=ui.data_preview)
+    # the form's settings reach the server packed into one box (app/events.Packed): ~190 inputs, tracked one by
+    # one, made every later event cost the browser a lookup of each in the whole page
+    settings, data = Packed(form_values), Packed({c["dataset"], c["mode"], *ui.data_inputs, *sources.inputs})
+    memory_outputs = [ui.memory, *(c[p] for p in SUGGESTED_PATHS)]
+
+    def preview(listen, **options):
+        return data.on(listen, bind(on_preview, ui), [ui.data_preview, ui.data_format, ui.data_row, ui.memory,
+                                                      c["dataset"], *sources.outputs], **options)
+
+    def memory(listen, **options):
+        return settings.on(listen, bind(on_memory, ui), memory_outputs, show_progress="hidden", **options)
+
+    previewed = preview(functools.partial(gr.on, [c["dataset"].change, c["mode"].change,
+                                                  *forms.edit_events(ui.data_inputs)]),
+                        show_progress="minimal", show_progress_on=ui.data_preview, trigger_mode="always_last")
     # every setting counts for memory. A new dataset or mode (and the data settings) may pre-fill the reward
     # sources (an RL mode's from the dataset): the estimate follows the preview that fills them, never runs beside
     # it, or it reads the sources before them ("add at least one source" next to the one just shown)
-    # the estimate first: a hidden-progress event tracks its first output only (app/main.py)
-    memory_io = dict(inputs=form_values, outputs=[ui.memory, *(c[p] for p in SUGGESTED_PATHS)])
-    previewed.then(memory_fn, **memory_io, show_progress="hidden")
+    memory(previewed.then)
     via_preview = {c["dataset"], c["mode"], *ui.data_inputs}
-    gr.on([c["model"].change, *forms.edit_events([x for x in form.inputs if x not in via_preview])], memory_fn,
-          **memory_io, show_progress="hidden", trigger_mode="always_last")
+    memory(functools.partial(gr.on, [c["model"].change, *forms.edit_events([x for x in form.inputs
+                                                                            if x not in via_preview])]),
+           trigger_mode="always_last")
     # a setting shown only with another (reward sources in SFT / DPO / KTO: with eval.generate) follows both
     c["mode"].change(bind(on_mode, ui), [c["mode"], c["dataset"], *form.switches], [*form.mode_outputs(), ui.swap],
                      show_progress="hidden").then(None, [c["dataset"], ui.swap], c["dataset"], js=SWAP_JS,
@@ -463,24 +471,24 @@ def wire(ui: TrainUI, polls: TabPolls, runs_view: gr.State) -> TrainTab:
     ui.data_preview.select(bind(on_row, ui), {ui.data_preview, c["dataset"], c["mode"], *ui.data_inputs},
                            ui.data_row, show_progress_on=ui.data_row)
     ui.upload.upload(bind(on_upload, ui), ui.upload, [c["dataset"], ui.upload, ui.message])
-    start_event = ui.start.click(bind(on_start, ui), form_values, [ui.message, ui.session, ui.status, ui.started],
-                                 concurrency_limit=None)
+    start_event = settings.on(ui.start.click, bind(on_start, ui), [ui.message, ui.session, ui.status, ui.started],
+                              concurrency_limit=None)
     ui.stop.click(bind(on_stop, ui), [ui.session, runs_view], [ui.status, ui.session, ui.message])
     polls.add("train", bind(on_tick, ui), ui.session, [ui.status, ui.session], show_progress="hidden",
               concurrency_limit=None)
-    ui.show_cli.click(bind(on_cli, ui), form_values, [ui.cli, ui.message, ui.memory])
-    ui.check.click(bind(on_check, ui), form_values, [ui.reward_check, ui.apply_fix, ui.pending_fix],
-                   show_progress_on=ui.reward_check)
-    ui.apply_fix.click(bind(on_apply, ui), form_values | {ui.pending_fix},
-                       [*form.outputs, ui.message, ui.apply_fix, ui.pending_fix],
-                       show_progress="hidden").then(memory_fn, **memory_io, show_progress="hidden")
+    settings.on(ui.show_cli.click, bind(on_cli, ui), [ui.cli, ui.message, ui.memory])
+    settings.on(ui.check.click, bind(on_check, ui), [ui.reward_check, ui.apply_fix, ui.pending_fix],
+                show_progress_on=ui.reward_check)
+    memory(Packed(form_values | {ui.pending_fix}).on(ui.apply_fix.click, bind(on_apply, ui),
+                                                     [*form.outputs, ui.message, ui.apply_fix, ui.pending_fix],
+                                                     show_progress="hidden").then)
     ui.show_example.click(bind(on_example, ui), {c["model"], c["dataset"], c["mode"], *ui.data_inputs}, ui.example)
-    ui.save_btn.click(bind(on_save, ui), form_values | {ui.preset_name}, [ui.preset, ui.message])
-    ui.load_btn.click(bind(on_load, ui), ui.preset, [*form.outputs, ui.message], show_progress_on=ui.message).then(
-        memory_fn, **memory_io, show_progress="hidden")
+    Packed(form_values | {ui.preset_name}).on(ui.save_btn.click, bind(on_save, ui), [ui.preset, ui.message])
+    memory(ui.load_btn.click(bind(on_load, ui), ui.preset, [*form.outputs, ui.message],
+                             show_progress_on=ui.message).then)
     return TrainTab(form=form, session=ui.session, started=ui.started, start_event=start_event,
                     refresh_outputs=[c["model"], c["dataset"], ui.preset], refresh=bind(refresh, ui),
-                    preview=(preview_fn, preview_io), memory=(memory_fn, memory_io), sources=sources,
+                    preview=preview, memory=memory, sources=sources,
                     message=ui.message)
 
 

@@ -51,7 +51,7 @@ def tab(tmp_path_factory, tiny_model):
                                "reward_sources": [{"type": "numeric_match", "params": {"column": "answer"}}],
                                **settings})
         shown = built.form.updates_from(config) | {built.form.components[p]: v for p, v in (typed or {}).items()}
-        out = on_memory.fn({c: shown[c] for c in built.form.inputs}, request)
+        out = on_memory.fn(on_memory.fn.pack.text({c: shown[c] for c in built.form.inputs}), request=request)
         assert set(out) <= set(on_memory.outputs)
         return {path: out[built.form.components[path]]["info"] for path in SUGGESTED_PATHS}
     memory.form = built.form
