@@ -63,14 +63,21 @@ class Packed:
         for a set of inputs), and `request` when it takes one."""
         takes_request = "request" in inspect.signature(fn).parameters
 
-        def read(text, *states, request=None):  # Gradio fills no parameter after *states: the request is found
+        def call(text, states, request):
             from gradio.context import LocalContext
 
-            request = request or LocalContext.request.get(None)
-            values = dict(zip(self.browser, _preprocessed(self.browser, json.loads(text or "[]"), request)))
+            request = request or LocalContext.request.get(None)  # Gradio fills no parameter after *states
+            values = dict(zip(self.browser, _preprocessed(self.browser, json.loads(text), request)))
             values.update(zip(self.server, states))
             args = (values,) if self.as_dict else tuple(values[c] for c in self.inputs)
             return fn(*args, **({"request": request} if takes_request else {}))
+
+        if inspect.isgeneratorfunction(fn):  # Gradio streams a generator function's yields (see `bind`)
+            def read(text, *states, request=None):
+                yield from call(text, states, request)
+        else:
+            def read(text, *states, request=None):
+                return call(text, states, request)
 
         read.__name__ = read.__qualname__ = getattr(fn, "__name__", "packed")
         read.pack = self

@@ -29,7 +29,6 @@ DEFAULT_PROMPTS = 4
 EXAMPLE_PRESET = REPO_PRESETS / "grpo_demo.yaml"  # its sources fit demo-math: the tab starts ready to score
 
 
-
 @dataclass
 class PlaygroundTab:
     sources: RewardSourcesEditor

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import gradio as gr
+import pytest
 from gradio import utils
 
 from app.events import bind
@@ -87,6 +88,37 @@ def test_a_bound_generator_streams_and_every_streaming_handler_is_wired_as_one(t
     demo = build_app(tmp_path)
     sent = next(f for f in demo.fns.values() if f.name == "on_send")  # the Chat tab streams its answers
     assert sent.inputs and inspect.isgeneratorfunction(sent.fn)
+
+
+def test_packed_inputs_reach_the_handler_as_gradio_would_hand_them():
+    """A JS-only step copies the browser's values into one box; the backend step reads the box and the states,
+    and the handler gets each value through its component's preprocessing (a Number's precision, a Dropdown's
+    choices checked), as one dict for a set of inputs, positionally for a list, a generator still streaming."""
+    import inspect
+    import json
+
+    from app.events import PACK_JS, Packed
+
+    with gr.Blocks() as demo:
+        steps = gr.Number(precision=0)
+        mode = gr.Dropdown(["sft", "grpo"], value="sft")
+        kept = gr.State({"kept": True})
+        go, out = gr.Button(), gr.Textbox()
+        as_dict = Packed({steps, mode, kept})
+        as_dict.on(go.click, lambda values: repr(sorted((type(k).__name__, v) for k, v in values.items())), out)
+        as_list = Packed([mode, steps])
+        as_list.on(go.click, lambda m, n: (yield f"{m}:{n}"), out)
+    copy, read = [f for f in demo.fns.values() if f.fn is None], [f for f in demo.fns.values() if f.fn is not None]
+    assert [f.js for f in copy] == [PACK_JS, PACK_JS]
+    assert [f.inputs for f in read] == [[as_dict.box, kept], [as_list.box]]
+    text = as_dict.text({steps: 3.0, mode: "grpo", kept: None})
+    assert sorted(map(str, json.loads(text))) == ["3.0", "grpo"]  # the browser's values only
+    shown = [("Dropdown", "grpo"), ("Number", 3), ("State", {"kept": True})]
+    assert read[0].fn(text, {"kept": True}) == repr(sorted(shown))
+    assert inspect.isgeneratorfunction(read[1].fn)
+    assert list(read[1].fn(json.dumps(["grpo", 2.0]))) == ["grpo:2"]
+    with pytest.raises(gr.Error, match="not in the list of choices"):
+        read[0].fn(as_dict.text({steps: 1, mode: "ppo"}))
 
 
 def test_the_page_tracks_progress_on_few_components(tmp_path):
