@@ -297,6 +297,9 @@ def launch_ui(workspace: str | Path, host: str = "127.0.0.1", port: int = 7860,
                        footer_links=["settings"], js=label_layout.KEYBOARD_JS,
                        max_file_size="500mb", quiet=False,
                        enable_monitoring=False,  # its /monitoring/<key> page opened without the login
+                       # Gradio's own history of calls: every poll's outputs (plots, tables) parsed and rewritten
+                       # in the browser's localStorage at each status message, slower as it fills; runs have theirs
+                       run_history=False,
                        app_kwargs={"routes": routes,
                                    # Gradio checks the login on some of its routes only
                                    "middleware": [gradio_locale.middleware(lang), *([login.guard()] if auth else [])],

@@ -2,6 +2,7 @@
 thread that moves the queue and notices dead workers with no browser open."""
 import base64
 import http.cookiejar
+import json
 import socket
 import subprocess
 import sys
@@ -51,6 +52,8 @@ def test_auth_protects_the_api_and_the_server_binds_loopback(tmp_path):
         signed_in.open(base + "/login", data=urllib.parse.urlencode({"username": "ann", "password": "s3cret"}).encode(),
                        timeout=10)
         assert signed_in.open(base + "/wb/stamp", timeout=10).read().decode().isdigit()
+        # Gradio's history of calls would rewrite every poll's outputs in the browser's storage (app/main.py)
+        assert json.loads(signed_in.open(base + "/config", timeout=10).read())["run_history"] is False
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         local = {line.split()[3] for line in listening.splitlines() if line.strip()}
         assert local == {f"127.0.0.1:{port}"}
