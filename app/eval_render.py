@@ -14,6 +14,8 @@ from app import i18n
 from app.formatting import _STATUS_COLORS, status_text
 from backend import evals
 from backend.evals.results import JUDGE
+from backend.models.ref import run_part
+from backend.models.specs import ModelError
 from backend.runs.store import RUN_PREFIX, Run, RunStore
 
 def verdict_text(verdict: str, lang: str = i18n.DEFAULT) -> str:
@@ -59,8 +61,8 @@ def _run_of(store: RunStore, model: str) -> Run | None:
     if not (model or "").startswith(RUN_PREFIX):
         return None
     try:
-        return store.get_run(model.removeprefix(RUN_PREFIX).split("@")[0])
-    except KeyError:
+        return store.get_run(run_part(model)[0])
+    except (KeyError, ModelError):  # no such run, or a step that is not a number
         return None
 
 

@@ -1,7 +1,6 @@
 """The supervisor process of a run: a detached process (its own session, so it outlives the UI and the CLI)
-that runs `accelerate launch -m backend.runs.worker` (a single process: the worker itself, or forked from a warm
-process), watches it for stalls and stops, records how it ended, resumes it by itself (auto_resume), and moves the
-queue on when it ends.
+that runs `accelerate launch -m backend.runs.worker` (or forks the worker from a warm process), watches it for
+stalls and stops, records how it ended, resumes it by itself (auto_resume), and moves the queue on when it ends.
 """
 from __future__ import annotations
 
@@ -38,13 +37,6 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
             "-m", "backend.runs.worker", run_id, "--workspace", str(workspace)]
 
 
-def direct_command(run_id: str, workspace: Path) -> list[str]:
-    """The worker of a single-process run started without accelerate's launcher, which would only import torch
-    and accelerate again in a process of its own before it (seconds of every cold start): the worker sets the
-    environment the launcher would have given it, as a forked one does (backend/runs/warm.py)."""
-    return [sys.executable, "-m", "backend.runs.worker", "--direct", run_id, "--workspace", str(workspace)]
-
-
 def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | None = None) -> int:
     """Start the run's worker (again, for each auto-resume) and record how it ended. `fork`: this process was
     started before the run with the worker's imports done (backend/runs/warm.py), and `fork(run_id, workspace)`
@@ -76,9 +68,6 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 say(line)
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
             forked = fork is not None and _fork_refusal(run.config, plan, say) is None
-            from backend.runs.warm import fork_refusal
-
-            direct = fork_refusal(run.config, cuda=False, server=bool(plan.server_gpus or plan.vllm_url)) is None
             while True:
                 if store.stop_requested(run_id):  # asked while a vLLM server started (or between attempts)
                     store.finish_run(run_id, "stopped", error="stopped before its worker started")
@@ -95,9 +84,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                         say(f"warm start failed ({type(e).__name__}: {e}); starting through accelerate launch")
                         forked = False
                 if not forked:
-                    command = (direct_command(run_id, store.workspace) if direct
-                               else launch_command(run.config, run_id, store.workspace))
-                    proc = subprocess.Popen(command, stdout=log,
+                    proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                                             env=dict(os.environ, **plan.train_env()))
                 watch.proc, kills = proc, oom_kills()
@@ -106,7 +93,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 watch.proc = None
                 if rc < 0 and (left := processes_of("backend.runs.worker", run_id, str(store.workspace))):
                     kill_groups(left, wait_s=5)  # the launcher was killed: torchrun's ranks outlive it
-                _record_death(store, run, rc, launcher_pid=None if forked or direct else proc.pid, oom_kills=kills)
+                _record_death(store, run, rc, launcher_pid=None if forked else proc.pid, oom_kills=kills)
                 restarting = watch.restarting
                 step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
                                              server_alive=server is None or server.exit_code() is None,

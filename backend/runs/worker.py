@@ -1,5 +1,4 @@
-"""The training process of one run, started by the supervisor through `accelerate launch -m backend.runs.worker`
-(a single process: directly, or forked from a warm supervisor).
+"""The training process of one run, started by the supervisor through `accelerate launch -m backend.runs.worker`.
 
 Every rank runs this; only the main process writes to the store.
 """
@@ -298,19 +297,14 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--warm"]:
         return warm(job_args("A warm supervisor waiting for the next run.", ["-", *argv[1:]])[1])
-    if argv[:1] == ["--direct"]:  # a single process started without accelerate's launcher (supervisor.direct_command)
-        run_id, workspace = job_args("Train one single-process run, as accelerate launch would.", argv[1:])
-        from backend.runs.supervisor import launch_command
-        from backend.runs.warm import launcher_env
-
-        config = RunStore(workspace).get_run(run_id).config
-        os.environ.update(launcher_env(launch_command(config, run_id, Path(workspace))))
-        return run(run_id, workspace)
     return run(*job_args("Train one run of the workbench (started by the supervisor).", argv))
 
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # the log's disk is full: end all the same (a normal shutdown may hang, see above)
+            pass
     os._exit(code)

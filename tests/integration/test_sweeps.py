@@ -93,9 +93,12 @@ def test_ctrl_c_on_a_followed_sweep_stops_it_and_its_trial_run(tiny_model, works
     spec = workspace / "long.yaml"
     spec.write_text(yaml.safe_dump({"name": "long", "base": tiny_base(tiny_model, max_steps=5000), "n_trials": 4,
                                     "space": [{"field": "lora.r", "kind": "categorical", "choices": [2, 4]}]}))
+    # as a terminal's foreground process gets Ctrl-C, even when the suite itself runs as a background job (whose
+    # children start with SIGINT ignored, so Python never raises KeyboardInterrupt in them)
     follow = subprocess.Popen([sys.executable, str(REPO / "launch.py"), "sweep", "start", str(spec),
                                "--workspace", str(workspace)], cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+                              stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     store = RunStore(workspace)
     wait_for(lambda: any(t.run_id and len(store.metrics_since(t.run_id)) >= 2
                          for s in sweeps.list_sweeps(store) for t in sweeps.list_trials(store, s.id)),
