@@ -56,6 +56,9 @@ def with_default_command(parser: argparse.ArgumentParser, argv: list[str]) -> li
 
 
 def main(argv=None) -> int:
+    from backend.workspace import load_providers
+
+    load_providers()
     parser = build_parser()
     argv = with_default_command(parser, sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(settings_as_sets(parser, argv))

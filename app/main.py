@@ -30,9 +30,10 @@ from backend import sweeps  # noqa: E402
 from backend.doctor import fix_text  # noqa: E402
 from backend.runs import jobs  # noqa: E402
 from backend.runs.store import RunStore  # noqa: E402
+from backend.workspace import load_providers  # noqa: E402
 
 TITLE = "RL post-training workbench"
-POLL_SECONDS = 1.5
+POLL_SECONDS = 1.0  # a tick only fetches the change stamp: a shorter one shows a new point sooner
 POLLING_TABS = ("train", "runs", "evaluate", "sweeps", "labeling")  # the first is the tab a page opens on
 DISPATCH_SECONDS = 2.0  # how often the server starts queued runs and marks dead workers and sweep drivers
 _SYSTEM_FONTS = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "sans-serif"]
@@ -100,6 +101,7 @@ def build_app(workspace: str | Path, warning: str | None = None, lang: str = i18
     `lang`: the interface language of a browser that has not chosen one; `auth`: the UI's --auth (its password
     is a model server's API key unless another is typed)."""
     _import_transformers()
+    load_providers()
     store = RunStore(workspace)
     i18n.serve_default(lang)
     words = i18n.Translatable()

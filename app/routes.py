@@ -64,7 +64,7 @@ def exports_route(workspace: str | Path):
 
 
 def stamp_route(workspace: str | Path):
-    """GET STAMP_PATH: the store's change counter (backend.runs.store.changes: every write a page may show, a
+    """GET STAMP_PATH: the store's change counter (backend.core.database.changes: every write a page may show, a
     heartbeat only now and then), so an idle page's poll ticks stay in the browser (app/tab_polls.py); with
     `?any=1`, SQLite's data_version, which moves on every commit, heartbeats included (the full log follows a
     run's file by it while the run writes nothing else). Behind the login like the page."""
@@ -72,7 +72,7 @@ def stamp_route(workspace: str | Path):
     from starlette.routing import Route
 
     from app.tab_polls import STAMP_PATH
-    from backend.runs.store import changes
+    from backend.core.database import changes
 
     db = sqlite3.connect(RunStore(workspace).path, check_same_thread=False)
     lock = threading.Lock()

@@ -220,7 +220,7 @@ def cached_importances(workspace: Path, sweep_id: str, completed: tuple[int, ...
 
 
 def importances(store: RunStore, sweep: sweeps.Sweep, completed: tuple[int, ...]) -> dict:
-    """Recomputed only when another trial completes (the timer renders every 1.5 s)."""
+    """Recomputed only when another trial completes (the tab polls at every tick that finds the store changed)."""
     return dict(cached_importances(store.workspace, sweep.id, completed))
 
 

@@ -1,7 +1,7 @@
 """Live updates that cost nothing while nobody looks: one poll timer per tab, ticking only while its tab is shown.
 
 Gradio's frontend does loading-status bookkeeping for every output of every timer event, whichever tab is
-shown: one timer driving every tab's poll (~60 outputs every 1.5 s) kept a whole browser core busy on an idle
+shown: one timer driving every tab's poll (~60 outputs at each tick) kept a whole browser core busy on an idle
 page (bench/ui_idle_cpu.py). So each tab that polls gets its own gr.Timer, the Tab's select event switches the
 timers, and a tab that is opened runs its polls once at once, so it never shows a stale page for a tick.
 Opening a tab from a handler goes through `open`, which switches the timers too (Tab.select fires on clicks only).

@@ -252,4 +252,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point, as the workbench's are
+
+    load_providers()
     sys.exit(main())

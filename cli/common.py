@@ -23,7 +23,8 @@ def workspace_option() -> argparse.ArgumentParser:
 
 
 def workspace(args) -> str:
-    from backend.runs.store import WorkspaceError, default_workspace
+    from backend.core.database import WorkspaceError
+    from backend.runs.store import default_workspace
 
     if args.workspace is not None and not args.workspace.strip():  # '' would fall back to ./workspace silently
         raise WorkspaceError(f"--workspace {args.workspace!r}: no folder named; give one (e.g. --workspace "
@@ -114,7 +115,7 @@ def json_stdout(enabled: bool):
 
 def run_command(args) -> int:
     """The parsed command's exit code. With --json, stdout gets JSON alone, also when the command fails."""
-    from backend.runs.store import WorkspaceError
+    from backend.core.database import WorkspaceError
 
     as_json = bool(getattr(args, "json", False))
     with json_stdout(as_json):

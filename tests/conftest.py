@@ -38,3 +38,11 @@ def pytest_collection_modifyitems(items):
         folder = Path(str(item.fspath)).parent.name
         if folder in _FOLDER_MARKS:
             item.add_marker(getattr(pytest.mark, folder))
+
+
+def pytest_configure(config):
+    """The test process is an entry point like the UI and the CLI: every store it opens has the workspace's
+    packages (the processes it starts load them themselves, so a forgotten entry point fails there)."""
+    from backend.workspace import load_providers
+
+    load_providers()

@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 from collections.abc import Callable
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,9 +41,8 @@ BUILTIN_DATASETS: dict[str, Path] = {
 }
 FILE_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 
-# Packages above the data layer that add dataset sources (register_source) when imported; imported on the
-# first prefixed spec, so this layer never imports them itself.
-_PROVIDERS = ("backend.labeling",)
+# Added by packages above the data layer when imported (labeling's labels:<session>), which each process's entry
+# point does (backend.workspace.load_providers): this layer never imports them.
 _SOURCES: dict[str, Callable] = {}
 _PREFIXED = re.compile(r"^[a-z][a-z_]*:")
 
@@ -56,8 +54,6 @@ def register_source(prefix: str, load: Callable) -> None:
 
 
 def source_prefixes() -> list[str]:
-    for module in _PROVIDERS:
-        import_module(module)
     return list(_SOURCES)
 
 

@@ -409,4 +409,7 @@ register_references(RunReferences(tables=db.TABLES, refuse=db.using_run, forget=
                                   holding_slot=db.holding_slot, dispatch=dispatch_evals))
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point: see there
+
+    load_providers()
     sys.exit(main())

@@ -328,4 +328,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point: see there
+
+    load_providers()
     sys.exit(main())

@@ -10,6 +10,7 @@ torch is imported inside `machine` only: the schema-level helpers here cost noth
 from __future__ import annotations
 
 import functools
+import glob
 import importlib.util
 import json
 import os
@@ -53,16 +54,23 @@ class Machine:
         return package in self.installed
 
 
+# the device files of a GPU torch can use (NVIDIA, AMD's ROCm, WSL): with none there is no GPU, and asking torch
+# costs its import, seconds of every cold start's supervisor
+GPU_DEVICE_FILES = ("/dev/nvidia*", "/dev/kfd", "/dev/dxg")
+
+
 @functools.lru_cache(maxsize=1)
 def machine() -> Machine:
     """This machine, asked once per process (GPUs do not come and go under a running workbench)."""
+    installed = frozenset(p for p in GPU_PACKAGES if importlib.util.find_spec(p) is not None)
+    if not any(glob.glob(pattern) for pattern in GPU_DEVICE_FILES):
+        return Machine(installed=installed)
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     ids = tuple(visible[:count]) if len(visible) >= count and visible else tuple(str(i) for i in range(count))
-    return Machine(gpu_ids=ids, bf16=bool(count) and torch.cuda.is_bf16_supported(),
-                   installed=frozenset(p for p in GPU_PACKAGES if importlib.util.find_spec(p) is not None),
+    return Machine(gpu_ids=ids, bf16=bool(count) and torch.cuda.is_bf16_supported(), installed=installed,
                    gpu_memory=tuple(torch.cuda.get_device_properties(i).total_memory for i in range(count)))
 
 

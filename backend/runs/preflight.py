@@ -54,7 +54,8 @@ def environment_problems(config: RunConfig, workspace: Path, dataset) -> list[st
 def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
     Returns the training dataset's format (what the CLI reports)."""
-    from backend.data import DataOptions, DatasetError, generation_rows, prepare_dataset, prepare_eval_dataset
+    from backend.data import DataOptions, DatasetError, generation_rows, prepare_eval_dataset
+    from backend.data.kept import prepare_kept
     from backend.data.templates import chat_template_problem, template_problem
     from backend.models import ModelError, check_model, local_folder, unknown_modules
     from backend.models.from_run import check_run_model
@@ -81,8 +82,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         elif config.tools or config.environment:
             errors += tools_problems(config, tokenizer_folder or model, workspace)
     try:
-        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=workspace,
-                                        options=DataOptions.of(config))
+        dataset, info = prepare_kept(config.dataset, config.mode, workspace, DataOptions.of(config))
     except DatasetError as e:
         dataset = None
         errors.append(f"dataset: {e}")

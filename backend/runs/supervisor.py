@@ -1,6 +1,7 @@
 """The supervisor process of a run: a detached process (its own session, so it outlives the UI and the CLI)
-that runs `accelerate launch -m backend.runs.worker` (or forks the worker from a warm process), watches it for
-stalls and stops, records how it ended, resumes it by itself (auto_resume), and moves the queue on when it ends.
+that runs `accelerate launch -m backend.runs.worker` (a single process: the worker itself, or forked from a warm
+process), watches it for stalls and stops, records how it ended, resumes it by itself (auto_resume), and moves the
+queue on when it ends.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from backend.runs.deaths import oom_kills
 from backend.runs.jobs import dispatch
 from backend.runs.logs import log_path, log_tail
 from backend.runs.preflight import disk_full_message, disk_nearly_full
-from backend.runs.store import Run, RunStore, StoreFull
+from backend.core.database import StoreFull
+from backend.runs.store import Run, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,13 @@ def launch_command(config: RunConfig, run_id: str, workspace: Path) -> list[str]
     return [sys.executable, "-m", "accelerate.commands.launch",
             *launch_flags(config, workspace, cuda=torch.cuda.is_available()),
             "-m", "backend.runs.worker", run_id, "--workspace", str(workspace)]
+
+
+def direct_command(run_id: str, workspace: Path) -> list[str]:
+    """The worker of a single-process run started without accelerate's launcher, which would only import torch
+    and accelerate again in a process of its own before it (seconds of every cold start): the worker sets the
+    environment the launcher would have given it, as a forked one does (backend/runs/warm.py)."""
+    return [sys.executable, "-m", "backend.runs.worker", "--direct", run_id, "--workspace", str(workspace)]
 
 
 def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | None = None) -> int:
@@ -68,6 +77,9 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 say(line)
             signal.signal(signal.SIGTERM, lambda *_: store.request_stop(run_id))
             forked = fork is not None and _fork_refusal(run.config, plan, say) is None
+            from backend.runs.warm import fork_refusal
+
+            direct = fork_refusal(run.config, cuda=False, server=bool(plan.server_gpus or plan.vllm_url)) is None
             while True:
                 if store.stop_requested(run_id):  # asked while a vLLM server started (or between attempts)
                     store.finish_run(run_id, "stopped", error="stopped before its worker started")
@@ -84,7 +96,9 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                         say(f"warm start failed ({type(e).__name__}: {e}); starting through accelerate launch")
                         forked = False
                 if not forked:
-                    proc = subprocess.Popen(launch_command(run.config, run_id, store.workspace), stdout=log,
+                    command = (direct_command(run_id, store.workspace) if direct
+                               else launch_command(run.config, run_id, store.workspace))
+                    proc = subprocess.Popen(command, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
                                             env=dict(os.environ, **plan.train_env()))
                 watch.proc, kills = proc, oom_kills()
@@ -93,7 +107,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                 watch.proc = None
                 if rc < 0 and (left := processes_of("backend.runs.worker", run_id, str(store.workspace))):
                     kill_groups(left, wait_s=5)  # the launcher was killed: torchrun's ranks outlive it
-                _record_death(store, run, rc, launcher_pid=None if forked else proc.pid, oom_kills=kills)
+                _record_death(store, run, rc, launcher_pid=None if forked or direct else proc.pid, oom_kills=kills)
                 restarting = watch.restarting
                 step, why = auto_resume_from(store.get_run(run_id), resumed, last_checkpoint(store, run_id),
                                              server_alive=server is None or server.exit_code() is None,
@@ -270,4 +284,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point: see there
+
+    load_providers()
     sys.exit(main())

@@ -1,4 +1,5 @@
-"""The training process of one run, started by the supervisor through `accelerate launch -m backend.runs.worker`.
+"""The training process of one run, started by the supervisor through `accelerate launch -m backend.runs.worker`
+(a single process: directly, or forked from a warm supervisor).
 
 Every rank runs this; only the main process writes to the store.
 """
@@ -13,7 +14,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from backend.core.procs import Heartbeat, job_args
-from backend.runs.store import RunStore, StoreFull
+from backend.core.database import StoreFull
+from backend.runs.store import RunStore
 
 # Freeing a DDP model frees gloo's process group, whose threads may need the GIL the freeing thread holds: a
 # rank can hang at exit forever. The trainer is kept until the process ends with os._exit, after everything
@@ -153,7 +155,8 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
     record = store.get_run(run_id)
     config = record.config
     try:
-        from backend.data import DataOptions, prepare_dataset, prepare_eval_dataset, reachable
+        from backend.data import DataOptions, prepare_eval_dataset, reachable
+        from backend.data.kept import prepare_kept
         from backend.models.from_run import training_model
         from backend.modes import mode_module
         from transformers import PrinterCallback
@@ -163,8 +166,7 @@ def _train(store: RunStore, run_id: str, is_main: bool, node_main: bool) -> int:
         print(f"run {run_id}: mode={config.mode} model={config.model} dataset={config.dataset}", flush=True)
         model_path = training_model(config.model, store.workspace,
                                     progress=lambda f, m: print(f"[model {f:.0%}] {m}", flush=True))
-        dataset, info = prepare_dataset(config.dataset, config.mode, workspace=store.workspace,
-                                        options=DataOptions.of(config))
+        dataset, info = prepare_kept(config.dataset, config.mode, store.workspace, DataOptions.of(config))
         e = config.eval
         dataset, eval_dataset = prepare_eval_dataset(e.dataset, e.split, config.seed, config.mode, dataset,
                                                      workspace=store.workspace, options=DataOptions.of(config))
@@ -297,10 +299,21 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--warm"]:
         return warm(job_args("A warm supervisor waiting for the next run.", ["-", *argv[1:]])[1])
+    if argv[:1] == ["--direct"]:  # a single process started without accelerate's launcher (supervisor.direct_command)
+        run_id, workspace = job_args("Train one single-process run, as accelerate launch would.", argv[1:])
+        from backend.runs.supervisor import launch_command
+        from backend.runs.warm import launcher_env
+
+        config = RunStore(workspace).get_run(run_id).config
+        os.environ.update(launcher_env(launch_command(config, run_id, Path(workspace))))
+        return run(run_id, workspace)
     return run(*job_args("Train one run of the workbench (started by the supervisor).", argv))
 
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point: see there
+
+    load_providers()
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -178,4 +178,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from backend.workspace import load_providers  # a process's entry point: a run:<id> model opens the store
+
+    load_providers()
     sys.exit(main())

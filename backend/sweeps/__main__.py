@@ -2,5 +2,7 @@
 import sys
 
 from backend.sweeps.driver import main
+from backend.workspace import load_providers  # a process's entry point: see there
 
+load_providers()
 sys.exit(main())

@@ -76,6 +76,23 @@ def test_a_warm_run_stops_when_killed(tiny_model, workspace, warm_on):
     assert store.get_run(run.id).status == "stopped"
 
 
+def test_a_cold_single_process_run_starts_its_worker_without_the_launcher(tiny_model, workspace):
+    """No accelerate launcher between the supervisor and a single process (it would import torch and accelerate
+    in a process of its own first); the worker sets the launcher's environment itself."""
+    import psutil
+
+    store = RunStore(workspace)
+    run = submit_run(store, _settings(tiny_model, 500))
+    try:
+        wait_for(lambda: store.metrics_since(run.id), timeout=180, what="the first metric")
+        started = store.get_run(run.id)
+        worker = psutil.Process(started.worker_pid)
+        assert "--direct" in worker.cmdline() and worker.ppid() == started.pid  # the supervisor's own child
+    finally:
+        assert stop_run(store, run.id, force=True) == "stopped"
+    leave_nothing_running(workspace)
+
+
 def test_claims_take_only_current_code_and_only_once(workspace, warm_on):
     folder = warm.warm_dir(workspace)
     folder.mkdir()

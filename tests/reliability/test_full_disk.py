@@ -2,6 +2,7 @@
 a run ended still gets written (from the reserve), the last complete checkpoint is kept, and the run resumes once
 space is freed. On a real filesystem that fills up: a small tmpfs (needs the right to mount, as root in CI)."""
 import os
+import shutil
 import signal
 import subprocess
 from collections import Counter
@@ -10,8 +11,10 @@ import pytest
 
 from backend.runs.checkpoints import last_checkpoint
 from backend.runs.jobs import resume_run, stop_run, submit_run
+from backend.runs.logs import log_tail
 from backend.runs.supervisor import EXIT_REPEATS
-from backend.runs.store import RESERVE_NAME, RunStore, StoreFull
+from backend.core.database import RESERVE_NAME, StoreFull
+from backend.runs.store import RunStore
 from tests.waiting import frozen_after_checkpoint, wait_for
 
 
@@ -32,7 +35,12 @@ def small_disk(tmp_path):
 
 def _fill(folder):
     """Take every free byte of the disk, as another program filling it would."""
-    with open(folder / "filler", "wb") as f:
+    try:
+        f = open(folder / "filler", "wb")
+    except OSError as e:  # full already: say by what
+        sizes = sorted(((p.stat().st_size, str(p)) for p in folder.rglob("*") if p.is_file()), reverse=True)
+        raise AssertionError(f"{e}; {shutil.disk_usage(folder)}; largest files: {sizes[:8]}") from None
+    with f:
         try:
             while True:
                 f.write(bytes(2**16))
@@ -60,28 +68,36 @@ def test_the_store_on_a_full_disk_names_it_and_still_records_how_a_run_ended(sma
     assert (small_disk / "ws" / RESERVE_NAME).exists()
 
 
+def _seen(store, run_id) -> str:
+    """What a failed check shows: the run's record and its log (the disk goes with the test)."""
+    r = store.get_run(run_id)
+    return f"{r.status}, exit code {r.exit_code}: {r.error}\n--- log ---\n{log_tail(store, run_id, 60)}"
+
+
 def test_a_run_whose_disk_fills_fails_saying_so_keeps_its_checkpoint_and_resumes(small_disk, tiny_model):
     from tests.integration.test_ppo_runs import tiny
 
     store = RunStore(small_disk / "ws")
     run = submit_run(store, tiny(tiny_model, "sft", max_steps=40, save_steps=2, save_total_limit=1, logging_steps=1))
     try:
-        pid = wait_for(lambda: store.get_run(run.id).worker_pid, what="worker start")
+        pid = wait_for(lambda: (r := store.get_run(run.id)).worker_pid or (not r.active and pytest.fail(
+            f"the run ended before its worker started: {_seen(store, run.id)}")), what="worker start")
         found = frozen_after_checkpoint(store, run.id, lambda sig: os.kill(pid, sig))
         _fill(small_disk)
         os.kill(pid, signal.SIGCONT)
         failed = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=60, what="the run to end")
-        assert failed.status == "failed", failed.status
-        assert f"the disk holding {store.run_dir(run.id)} is full" in failed.error
-        assert "is kept: free some space, then resume the run" in failed.error
-        assert failed.exit_code == EXIT_REPEATS  # no auto-resume into the same full disk
+        assert failed.status == "failed", _seen(store, run.id)
+        assert f"the disk holding {store.run_dir(run.id)} is full" in failed.error, _seen(store, run.id)
+        assert "is kept: free some space, then resume the run" in failed.error, _seen(store, run.id)
+        assert failed.exit_code == EXIT_REPEATS, _seen(store, run.id)  # no auto-resume into the same full disk
         kept = last_checkpoint(store, run.id)
         assert kept and kept[1] >= found[1]
         (small_disk / "filler").unlink()
         assert resume_run(store, run.id).step == kept[1]
         done = wait_for(lambda: not (r := store.get_run(run.id)).active and r, timeout=120, what="the resumed run")
-        assert done.status == "completed", done.error
+        assert done.status == "completed", _seen(store, run.id)
         assert Counter(m["step"] for m in store.metrics_since(run.id) if m["name"] == "loss") == Counter(range(1, 41))
     finally:
+        (small_disk / "filler").unlink(missing_ok=True)  # room for the stop's own writes
         if store.get_run(run.id).active:
             stop_run(store, run.id, force=True)

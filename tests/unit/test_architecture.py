@@ -16,12 +16,24 @@ MODULES = {_module_name(p): p for d in PACKAGES if (ROOT / d).is_dir() for p in 
 MODULES["launch"] = ROOT / "launch.py"
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module it imports, at the top or inside a function (a lazy import is still a dependency); not
-    those only type checkers read (`if TYPE_CHECKING:`)."""
-    tree = ast.parse(path.read_text())
+def _runs_as_program(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":`, where a process's entry point loads what it needs."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(test, ast.Compare) and getattr(test.left, "id", "") == "__name__" \
+        and any(getattr(c, "value", None) == "__main__" for c in test.comparators)
+
+
+def _imports(path: Path | str, as_program: bool = True) -> set[str]:
+    """Every module it imports, at the top or inside a function (a lazy import is still a dependency), by an
+    import statement or by name at run time (`import_module("x")`, or a loop over named modules into it); not
+    those only type checkers read (`if TYPE_CHECKING:`). A name computed at run time (a mode's module) is not
+    seen. A path, or the source itself. Without as_program, not what runs only when it is the program: a module
+    imported is never that, so those imports make no cycle."""
+    tree = ast.parse(path.read_text() if isinstance(path, Path) else path)
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            node.body = []
+        elif not as_program and _runs_as_program(node):
             node.body = []
     names = set()
     for node in ast.walk(tree):
@@ -29,16 +41,56 @@ def _imports(path: Path) -> set[str]:
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names | _runtime_imports(tree)
+
+
+def _constant_names(node: ast.AST | None, assigned: dict[str, ast.AST]) -> set[str]:
+    """The strings an expression is, when they are written in the module: a literal, a tuple or list of them, or
+    a module-level name bound to one."""
+    if isinstance(node, ast.Name) and node.id in assigned:
+        return _constant_names(assigned[node.id], assigned)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_constant_names(e, assigned) for e in node.elts))
+    return set()
+
+
+def _runtime_imports(tree: ast.Module) -> set[str]:
+    assigned = {t.id: node.value for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    loops = {}  # a loop's variable -> what it goes over, for `for module in NAMES: import_module(module)`
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+            loops.setdefault(node.target.id, []).append(node.iter)
+    names = set()
+    for node in ast.walk(tree):
+        called = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and getattr(called, "id", getattr(called, "attr", "")) == "import_module" \
+                and node.args:
+            arg = node.args[0]
+            for named in loops.get(arg.id, [arg]) if isinstance(arg, ast.Name) else [arg]:
+                names |= _constant_names(named, assigned)
     return names
 
 
 GRAPH = {m: {t for t in _imports(p) if t in MODULES and t != m and t not in PACKAGES}
          for m, p in MODULES.items()}
+IMPORTED = {m: {t for t in _imports(p, as_program=False) if t in MODULES and t != m and t not in PACKAGES}
+            for m, p in MODULES.items()}  # what importing each module imports
 
 
 def _offenders(where: str, forbidden) -> list[str]:
     return sorted(f"{m} imports {t}" for m, p in MODULES.items() if m == where or m.startswith(where + ".")
                   for t in _imports(p) if forbidden(t))
+
+
+def test_imports_by_name_at_run_time_count():
+    assert "backend.evals" in _imports('from importlib import import_module\nimport_module("backend.evals")\n')
+    assert "backend.sweeps" in _imports('import importlib\ndef f():\n    importlib.import_module("backend.sweeps")\n')
+    looped = 'NAMES = ("backend.labeling", "backend.sweeps")\ndef f():\n    for m in NAMES:\n        import_module(m)\n'
+    assert {"backend.labeling", "backend.sweeps"} <= _imports(looped)
+    assert not _imports("def f(spec):\n    import_module(spec.module)\n")  # computed: a registry's, not seen
 
 
 def test_backend_never_imports_the_ui():
@@ -63,7 +115,7 @@ def test_no_import_cycles():
     def visit(m):
         seen[m] = "open"
         stack.append(m)
-        for t in sorted(GRAPH[m]):
+        for t in sorted(IMPORTED[m]):
             if seen.get(t) == "open":
                 cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
             elif t not in seen:
@@ -71,7 +123,7 @@ def test_no_import_cycles():
         stack.pop()
         seen[m] = "done"
 
-    for m in sorted(GRAPH):
+    for m in sorted(IMPORTED):
         if m not in seen:
             visit(m)
     assert not cycles, "import cycles: " + "; ".join(cycles)
@@ -94,6 +146,7 @@ LAYERS = (
     ("backend.runs",),
     ("backend.evals", "backend.sweeps"),
     ("backend.labeling", "backend.export"),
+    ("backend.workspace",),  # loads the packages that register with the store: each process's entry point calls it
     ("backend.chat", "backend.monitoring"),
     ("app",),
     ("cli", "launch"),
@@ -107,6 +160,15 @@ CLIMBS = {
     ("backend.modes.generation_eval", "backend.evals.scorers"): "",
     ("backend.modes.rl_common", "backend.runs.gpus"): "vLLM's trainer arguments come with the GPU plan",
     ("backend.ppo.trainer", "backend.modes.fast_generation"): "the own PPO generates as GRPO does",
+    # process entry points (`if __name__ == "__main__":`, a package's __main__): each loads the packages that
+    # register with the store before it opens one
+    ("backend.runs.supervisor", "backend.workspace"): "a run's end dispatches queued evaluations",
+    ("backend.runs.worker", "backend.workspace"): "a warm supervisor's run ends as the supervisor's does",
+    ("backend.serving.process", "backend.workspace"): "a run:<id> model opens the store",
+    ("backend.sweeps.__main__", "backend.workspace"): "the sweep driver's trials are runs",
+    ("backend.evals.__main__", "backend.workspace"): "an evaluation's store has the other packages' tables",
+    ("backend.evals.job", "backend.workspace"): "",
+    ("backend.labeling.generator", "backend.workspace"): "the label generator's store, likewise",
 }
 
 

@@ -7,7 +7,8 @@ from starlette.testclient import TestClient
 from app.routes import stamp_route
 from app.tab_polls import STAMP_PATH
 from backend.config import build_config
-from backend.runs.store import BEAT_EVERY_S, RunStore
+from backend.core.database import BEAT_EVERY_S
+from backend.runs.store import RunStore
 
 
 def test_the_stamp_moves_on_what_a_page_shows_and_a_heartbeat_only_once_per_window(workspace):

@@ -324,3 +324,16 @@ def test_a_server_that_dies_ends_the_trainer_and_says_why(tmp_path):
     assert rc != 0 and time.time() - started < 30
     assert recorded == [f"the vLLM server (pid {server.pid}) exited with code 3: torch.OutOfMemoryError: CUDA out "
                         f"of memory; its log is {tmp_path / 'vllm.log'}"]
+
+
+def test_a_machine_without_gpu_device_files_is_known_without_importing_torch():
+    """Every cold start's supervisor plans its launch: on a machine with no GPU it must not pay torch's import."""
+    import glob
+    from pathlib import Path
+
+    if any(glob.glob(pattern) for pattern in gpus.GPU_DEVICE_FILES):
+        pytest.skip("this machine has GPU device files")
+    code = "import sys; from backend.runs import gpus; m = gpus.machine(); print(m.gpus, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["0", "False"]

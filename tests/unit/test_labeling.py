@@ -171,6 +171,9 @@ def test_several_labels_per_item_go_to_different_annotators(workspace):
 
 
 def _label_worker(path, session_id, name, out):
+    from backend.workspace import load_providers
+
+    load_providers()  # a spawned process is an entry point of its own
     store = RunStore(path)
     got = []
     while (item := L.claim_next(store, session_id, name)) is not None:

@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from backend.config import build_config
-from backend.runs.store import RunStore, WorkspaceError
+from backend.core.database import WorkspaceError
+from backend.runs.store import RunStore
 
 
 def test_runs_are_created_queued_and_listed_newest_first(tmp_path):
@@ -173,12 +174,13 @@ def test_a_trainer_that_logs_no_step_time_gets_the_steps_own_time(tmp_path, monk
 
 
 def test_the_change_counter_moves_on_what_a_page_shows_and_not_on_each_heartbeat(tmp_path, monkeypatch):
+    from backend.core import database
     from backend.runs import store as store_module
 
     store = RunStore(tmp_path)
     run = store.create_run(build_config({}))
     with store.connect() as db:
-        count = lambda: store_module.changes(db)  # noqa: E731
+        count = lambda: database.changes(db)  # noqa: E731
         start = count()
         clock = [1000.0]
         monkeypatch.setattr(store_module.time, "time", lambda: clock[0])
@@ -187,7 +189,7 @@ def test_the_change_counter_moves_on_what_a_page_shows_and_not_on_each_heartbeat
             store.worker_heartbeat(run.id)
             clock[0] += 1
         assert count() == start + 2
-        clock[0] += store_module.BEAT_EVERY_S
+        clock[0] += database.BEAT_EVERY_S
         store.heartbeat(run.id)
         assert count() == start + 3
         store.update_run(run.id, status="running")
@@ -198,3 +200,18 @@ def test_the_change_counter_moves_on_what_a_page_shows_and_not_on_each_heartbeat
     with store.connect() as db:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
     assert any(n.startswith("changes_evals_") for n in names) and any(n.startswith("changes_label") for n in names)
+
+
+def test_a_process_that_never_loaded_the_workspace_packages_cannot_open_a_store(tmp_path):
+    """Labeling, sweeps and evaluations register their tables, deletion checks and queues when imported: a
+    process's entry point loads them, and one that forgot is told at once rather than missing them."""
+    import subprocess
+    import sys
+
+    opened = "from backend.runs.store import RunStore; RunStore({!r})"
+    forgot = subprocess.run([sys.executable, "-c", opened.format(str(tmp_path / "a"))], capture_output=True,
+                            text=True)
+    assert forgot.returncode != 0
+    assert "call backend.workspace.load_providers() at its start" in forgot.stderr
+    loaded = "from backend.workspace import load_providers; load_providers(); " + opened.format(str(tmp_path / "b"))
+    assert subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True).returncode == 0

@@ -1,0 +1,121 @@
+"""Prepared datasets kept in the workspace (`<workspace>/prepared/<key>/`): a run's submit checks every row of its
+dataset, and its worker (each rank, each resume, every trial of a sweep on the same data) loads that result
+instead of reading and checking the files again, seconds of each start on a large file.
+
+The key is the dataset's files as they are now (path, size, modification time), the mode, the data settings and
+this package's code: a file edited since, or another setting, is prepared anew. Datasets that are not files here
+(Hub ids, labeling sessions, LLaMA-Factory folder entries) are prepared each time as before. The newest KEEP
+entries stay; saving is skipped when the disk refuses it (a full disk fails the run elsewhere, saying so).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from backend.data.formats import FormatInfo
+from backend.data.mix import split_specs
+from backend.data.options import DataOptions
+from backend.data.sources import BUILTIN_DATASETS, _find_path
+
+if TYPE_CHECKING:
+    import datasets
+
+KEEP = 8
+FOLDER = "prepared"
+_INFO = "format.json"
+
+
+def _files(spec: str, workspace: Path | None) -> list[Path] | None:
+    """Every file the spec's datasets are read from, or None when one of them is not a file or folder here."""
+    files = []
+    for part in split_specs(spec, workspace):
+        path = BUILTIN_DATASETS.get(part) or _find_path(part, workspace)
+        if path is None:
+            return None
+        files += [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return files
+
+
+def _code_stamp() -> list[int]:
+    """This package's source as it is now: a change to how rows are read or checked prepares anew."""
+    return sorted(p.stat().st_mtime_ns for p in Path(__file__).parent.rglob("*.py"))
+
+
+def key(spec: str, mode: str, workspace: Path | None, options: DataOptions) -> str | None:
+    import datasets
+
+    try:
+        files = _files(spec, workspace)
+        if files is None:
+            return None
+        stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    except OSError:  # a file that cannot be read is refused by the preparation itself
+        return None
+    what = [stats, mode, dataclasses.asdict(options), datasets.__version__, _code_stamp()]
+    return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def load_kept(workspace: Path, entry: str) -> tuple[datasets.Dataset, FormatInfo] | None:
+    import datasets
+
+    folder = Path(workspace) / FOLDER / entry
+    try:
+        info = FormatInfo(**json.loads((folder / _INFO).read_text()))
+        ds = datasets.load_from_disk(str(folder), keep_in_memory=True)  # no trainer's cache files beside it
+        os.utime(folder)  # the newest entries are the ones kept
+    except (OSError, ValueError, TypeError):
+        return None
+    return ds, info
+
+
+def keep(workspace: Path, entry: str, ds: datasets.Dataset, info: FormatInfo) -> None:
+    root = Path(workspace) / FOLDER
+    try:
+        root.mkdir(exist_ok=True)  # never the workspace itself: a dry run on a new one leaves nothing behind
+        part = Path(tempfile.mkdtemp(prefix=".part-", dir=root))
+        try:
+            _quietly(lambda: ds.save_to_disk(str(part)))
+            (part / _INFO).write_text(json.dumps(dataclasses.asdict(info)))
+            part.rename(root / entry)  # whole or not at all; another process may have kept it first
+        except OSError:
+            shutil.rmtree(part, ignore_errors=True)
+            return
+        entries = sorted((p for p in root.iterdir() if not p.name.startswith(".")),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[KEEP:]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def _quietly(save) -> None:
+    """Without datasets' progress bar: the submit's output and the run's log say what matters."""
+    from datasets.utils import logging as bars
+
+    shown = bars.is_progress_bar_enabled()
+    bars.disable_progress_bar()
+    try:
+        save()
+    finally:
+        if shown:
+            bars.enable_progress_bar()
+
+
+def prepare_kept(spec: str, mode: str, workspace: Path | None,
+                 options: DataOptions) -> tuple[datasets.Dataset, FormatInfo]:
+    """prepare_dataset's result, from the workspace when it was prepared from these files and settings before."""
+    from backend.data.prepare import prepare_dataset
+
+    entry = key(spec, mode, workspace, options) if workspace is not None else None
+    if entry and (kept := load_kept(workspace, entry)):
+        return kept
+    ds, info = prepare_dataset(spec, mode, workspace=workspace, options=options)
+    if entry:
+        keep(workspace, entry, ds, info)
+    return ds, info
