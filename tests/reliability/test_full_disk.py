@@ -2,7 +2,6 @@
 a run ended still gets written (from the reserve), the last complete checkpoint is kept, and the run resumes once
 space is freed. On a real filesystem that fills up: a small tmpfs (needs the right to mount, as root in CI)."""
 import os
-import shutil
 import signal
 import subprocess
 from collections import Counter
@@ -34,17 +33,12 @@ def small_disk(tmp_path):
 
 
 def _fill(folder):
-    """Take every free byte of the disk, as another program filling it would."""
-    try:
-        f = open(folder / "filler", "wb")
-    except OSError as e:  # full already: say by what
-        sizes = sorted(((p.stat().st_size, str(p)) for p in folder.rglob("*") if p.is_file()), reverse=True)
-        raise AssertionError(f"{e}; {shutil.disk_usage(folder)}; largest files: {sizes[:8]}") from None
-    with f:
+    """Take every free byte of the disk, as another program filling it would. Unbuffered: a buffered file keeps
+    what the last write could not place and fails once more when it closes."""
+    with open(folder / "filler", "wb", buffering=0) as f:
         try:
             while True:
                 f.write(bytes(2**16))
-                f.flush()
         except OSError:
             pass
 
