@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """From the Start click to the first point on the live plot, in a real chromium driving the real UI, on the
-embedded model with the Train tab's SFT defaults: cold (every run starts a supervisor, `accelerate launch` and a
-worker that imports torch, transformers and TRL) and warm (the server keeps a supervisor waiting with those
+embedded model with the Train tab's SFT defaults: cold (every run starts a supervisor and a worker that imports
+torch, transformers and TRL) and warm (the server keeps a supervisor waiting with those
 imports done, and forks the worker from it: backend/runs/warm.py). Median of N clicks each; targets: cold <=
 12 s, warm <= 5 s.
 
@@ -30,7 +30,7 @@ TARGETS = {"cold": 12.0, "warm": 5.0}
 
 def measure(mode: str, repeats: int) -> tuple[list[float], list]:
     """Each counted click's seconds to the first plotted point, and where they went: submit (the UI's checks
-    and the store's row), queue (until a supervisor has it), start worker (fork, or accelerate launch), load +
+    and the store's row), queue (until a supervisor has it), start worker (fork, or a new process), load +
     first step (imports, model, data, the step), first poll (the Runs tab reading and drawing it)."""
     from playwright.sync_api import sync_playwright
 

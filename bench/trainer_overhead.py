@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """The workbench's worker against bare TRL scripts: same work, same machine, one invocation.
 
-For each mode the workbench trains through the whole product path (submit → supervisor → accelerate launch →
-worker → store) and a bare script trains with TRL directly, as a user would write it by hand: same embedded
-model, LoRA r=8 on q_proj,v_proj, rows, seed and steps, fp32 on CPU. Runs alternate (workbench, bare, bare,
-workbench, ...) to spread load noise; medians are printed side by side.
+For each mode the workbench trains through the whole product path (submit → supervisor → worker, in the
+environment accelerate launch gives it → store) and a bare script trains with TRL directly, as a user would
+write it by hand: same embedded model, LoRA r=8 on q_proj,v_proj, rows, seed and steps, fp32 on CPU. Runs
+alternate (workbench, bare, bare, workbench, ...) to spread load noise; medians are printed side by side.
 
   sft   throughput in tokens/s                       target: workbench / bare >= 0.95
   dpo   throughput in preference pairs/s             target: workbench / bare >= 0.95

@@ -73,6 +73,7 @@ class WorkspaceDatabase:
 
     def _create(self) -> None:
         """Open the database, making the folder, the tables and the reserve when missing."""
+        self._registered_tables()  # a process that may not make them is refused before it writes anything
         self.absent = ""
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)

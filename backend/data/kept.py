@@ -3,9 +3,9 @@ dataset, and its worker (each rank, each resume, every trial of a sweep on the s
 instead of reading and checking the files again, seconds of each start on a large file.
 
 The key is the dataset's files as they are now (path, size, modification time), the mode, the data settings and
-this package's code: a file edited since, or another setting, is prepared anew. Datasets that are not files here
+the backend's code: a file edited since, or another setting, is prepared anew. Datasets that are not files here
 (Hub ids, labeling sessions, LLaMA-Factory folder entries) are prepared each time as before. The newest KEEP
-entries stay; saving is skipped when the disk refuses it (a full disk fails the run elsewhere, saying so).
+entries stay; nothing is kept on a disk short of room (it is the run's, for its checkpoints).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 KEEP = 8
 FOLDER = "prepared"
+PART = ".part-"  # an entry being written
+ROOM, ROOM_FLOOR = 4, 256 * 2**20  # kept only with this many times its size free, and this much besides
 _INFO = "format.json"
 
 
@@ -42,9 +45,10 @@ def _files(spec: str, workspace: Path | None) -> list[Path] | None:
     return files
 
 
-def _code_stamp() -> list[int]:
-    """This package's source as it is now: a change to how rows are read or checked prepares anew."""
-    return sorted(p.stat().st_mtime_ns for p in Path(__file__).parent.rglob("*.py"))
+def _code_stamp() -> int:
+    """The backend's source as it is now (the mode registry and reward helpers shape a prepared set too): a
+    change to how rows are read or checked prepares anew."""
+    return max(p.stat().st_mtime_ns for p in Path(__file__).parents[1].rglob("*.py"))
 
 
 def key(spec: str, mode: str, workspace: Path | None, options: DataOptions) -> str | None:
@@ -65,12 +69,17 @@ def load_kept(workspace: Path, entry: str) -> tuple[datasets.Dataset, FormatInfo
     import datasets
 
     folder = Path(workspace) / FOLDER / entry
+    if not folder.is_dir():
+        return None
     try:
         info = FormatInfo(**json.loads((folder / _INFO).read_text()))
         ds = datasets.load_from_disk(str(folder), keep_in_memory=True)  # no trainer's cache files beside it
-        os.utime(folder)  # the newest entries are the ones kept
-    except (OSError, ValueError, TypeError):
+    except Exception:  # noqa: BLE001 - a damaged entry is only a cache: prepare anew
         return None
+    try:
+        os.utime(folder)  # the entries used last are the ones kept
+    except OSError:
+        pass
     return ds, info
 
 
@@ -78,20 +87,28 @@ def keep(workspace: Path, entry: str, ds: datasets.Dataset, info: FormatInfo) ->
     root = Path(workspace) / FOLDER
     try:
         root.mkdir(exist_ok=True)  # never the workspace itself: a dry run on a new one leaves nothing behind
-        part = Path(tempfile.mkdtemp(prefix=".part-", dir=root))
+        if shutil.disk_usage(root).free < ROOM * ds.data.nbytes + ROOM_FLOOR:
+            return  # the room is the run's: its checkpoints and its store
+        part = Path(tempfile.mkdtemp(prefix=PART, dir=root))
         try:
             _quietly(lambda: ds.save_to_disk(str(part)))
             (part / _INFO).write_text(json.dumps(dataclasses.asdict(info)))
             part.rename(root / entry)  # whole or not at all; another process may have kept it first
-        except OSError:
+        except Exception:  # noqa: BLE001 - only a cache: the run goes on with what it prepared
             shutil.rmtree(part, ignore_errors=True)
             return
-        entries = sorted((p for p in root.iterdir() if not p.name.startswith(".")),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[KEEP:]:
-            shutil.rmtree(old, ignore_errors=True)
+        _prune(root)
     except OSError:
         pass
+
+
+def _prune(root: Path) -> None:
+    """The newest KEEP entries stay; a half-written one whose process died goes after an hour."""
+    entries = sorted((p for p in root.iterdir() if not p.name.startswith(".")),
+                     key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    stale = [p for p in root.glob(PART + "*") if time.time() - p.stat().st_mtime > 3600]
+    for old in entries[KEEP:] + stale:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _quietly(save) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -407,9 +406,3 @@ def main(argv=None) -> int:
 
 register_references(RunReferences(tables=db.TABLES, refuse=db.using_run, forget=lambda conn, run_ids: None,
                                   holding_slot=db.holding_slot, dispatch=dispatch_evals))
-
-if __name__ == "__main__":
-    from backend.workspace import load_providers  # a process's entry point: see there
-
-    load_providers()
-    sys.exit(main())

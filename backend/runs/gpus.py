@@ -54,9 +54,9 @@ class Machine:
         return package in self.installed
 
 
-# the device files of a GPU torch can use (NVIDIA, AMD's ROCm, WSL): with none there is no GPU, and asking torch
-# costs its import, seconds of every cold start's supervisor
-GPU_DEVICE_FILES = ("/dev/nvidia*", "/dev/kfd", "/dev/dxg")
+# the device files of a GPU torch can use (NVIDIA, Jetson, AMD's ROCm, WSL): with none there is no GPU, and asking
+# torch costs its import, seconds of every cold start's supervisor
+GPU_DEVICE_FILES = ("/dev/nvidia*", "/dev/nvhost-*", "/dev/nvgpu*", "/dev/kfd", "/dev/dxg")
 
 
 @functools.lru_cache(maxsize=1)
@@ -225,6 +225,11 @@ class LaunchPlan:
     server_port: int | None = None
     group_port: int | None = None
     vllm_url: str | None = None  # server mode: what the trainer connects to
+
+    @property
+    def serves(self) -> bool:
+        """The trainer generates through a vLLM server (this run's or one given by URL)."""
+        return bool(self.server_gpus or self.vllm_url)
 
     def train_env(self) -> dict[str, str]:
         """Variables for `accelerate launch` (the trainer's processes)."""

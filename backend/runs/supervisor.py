@@ -79,7 +79,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
             forked = fork is not None and _fork_refusal(run.config, plan, say) is None
             from backend.runs.warm import fork_refusal
 
-            direct = fork_refusal(run.config, cuda=False, server=bool(plan.server_gpus or plan.vllm_url)) is None
+            direct = fork_refusal(run.config, cuda=False, server=plan.serves) is None
             while True:
                 if store.stop_requested(run_id):  # asked while a vLLM server started (or between attempts)
                     store.finish_run(run_id, "stopped", error="stopped before its worker started")
@@ -93,7 +93,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
                                **plan.train_env()}
                         proc = fork_worker(partial(fork, run_id, str(store.workspace)), env, beat)
                     except Exception as e:  # noqa: BLE001 - e.g. accelerate's launcher code changed: start cold
-                        say(f"warm start failed ({type(e).__name__}: {e}); starting through accelerate launch")
+                        say(f"warm start failed ({type(e).__name__}: {e}); starting the worker cold")
                         forked = False
                 if not forked:
                     command = (direct_command(run_id, store.workspace) if direct
@@ -185,8 +185,8 @@ def _fork_refusal(config: RunConfig, plan: gpus.LaunchPlan, say: Callable[[str],
 
     from backend.runs.warm import fork_refusal
 
-    why = fork_refusal(config, cuda=torch.cuda.is_available(), server=bool(plan.server_gpus or plan.vllm_url))
-    say(f"warm start: {why}; starting the worker through accelerate launch" if why else
+    why = fork_refusal(config, cuda=torch.cuda.is_available(), server=plan.serves)
+    say(f"warm start: {why}; starting the worker cold" if why else
         "warm start: the worker is forked from a supervisor that had imported torch, transformers and TRL")
     return why
 

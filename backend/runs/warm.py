@@ -1,7 +1,7 @@
 """A warm supervisor: a run's supervisor started before the run (`python -m backend.runs.worker --warm`), with
-torch, transformers, TRL, peft and every mode already imported (~10 s of a cold start on a CPU: the supervisor's
-interpreter, `accelerate launch`'s, and the worker's imports). The server's dispatcher keeps one waiting per workspace (`ensure_warm`); the next run
-it starts is handed to it (`claim`) instead of a cold supervisor, and it forks the worker, which inherits the
+torch, transformers, TRL, peft and every mode already imported (most of a cold start on a CPU: the worker's
+imports). The server's dispatcher keeps one waiting per workspace (`ensure_warm`); the next run it starts is
+handed to it (`claim`) instead of a cold supervisor, and it forks the worker, which inherits the
 imports and runs with the environment `accelerate launch` would have given it.
 
 Only a single-process run on a machine without CUDA forks (`fork_refusal`): several processes need accelerate's

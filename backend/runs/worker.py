@@ -304,8 +304,11 @@ def main(argv=None) -> int:
         from backend.runs.supervisor import launch_command
         from backend.runs.warm import launcher_env
 
+        import torch
+
         config = RunStore(workspace).get_run(run_id).config
         os.environ.update(launcher_env(launch_command(config, run_id, Path(workspace))))
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or torch.get_num_threads())))  # set late
         return run(run_id, workspace)
     return run(*job_args("Train one run of the workbench (started by the supervisor).", argv))
 

@@ -167,7 +167,6 @@ CLIMBS = {
     ("backend.serving.process", "backend.workspace"): "a run:<id> model opens the store",
     ("backend.sweeps.__main__", "backend.workspace"): "the sweep driver's trials are runs",
     ("backend.evals.__main__", "backend.workspace"): "an evaluation's store has the other packages' tables",
-    ("backend.evals.job", "backend.workspace"): "",
     ("backend.labeling.generator", "backend.workspace"): "the label generator's store, likewise",
 }
 

@@ -208,10 +208,14 @@ def test_a_process_that_never_loaded_the_workspace_packages_cannot_open_a_store(
     import subprocess
     import sys
 
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
     opened = "from backend.runs.store import RunStore; RunStore({!r})"
     forgot = subprocess.run([sys.executable, "-c", opened.format(str(tmp_path / "a"))], capture_output=True,
-                            text=True)
+                            text=True, cwd=repo)
     assert forgot.returncode != 0
     assert "call backend.workspace.load_providers() at its start" in forgot.stderr
+    assert not (tmp_path / "a" / "workbench.db").exists()  # refused before it wrote anything
     loaded = "from backend.workspace import load_providers; load_providers(); " + opened.format(str(tmp_path / "b"))
-    assert subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True).returncode == 0
+    assert subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True, cwd=repo).returncode == 0
