@@ -53,7 +53,7 @@ def cmd_train(args) -> int:
     try:
         config = load_config(args.config, args.set)
         store = open_store(args)
-        dataset = preflight(config, store.workspace)
+        dataset = preflight(config, store.workspace, keep_data=not args.dry_run)
         if args.dry_run:
             return dry_run(config, dataset, store.workspace)
         run = submit_run(store, config, check=False)

@@ -124,15 +124,23 @@ def _quietly(save) -> None:
             bars.enable_progress_bar()
 
 
-def prepare_kept(spec: str, mode: str, workspace: Path | None,
-                 options: DataOptions) -> tuple[datasets.Dataset, FormatInfo]:
-    """prepare_dataset's result, from the workspace when it was prepared from these files and settings before."""
+def prepare_kept(spec: str, mode: str, workspace: Path | None, options: DataOptions,
+                 keeping: bool = True) -> tuple[datasets.Dataset, FormatInfo]:
+    """prepare_dataset's result, from the workspace when it was prepared from these files and settings before;
+    kept when it was not, unless `keeping` is False (a check that may still refuse: see keep_prepared)."""
     from backend.data.prepare import prepare_dataset
 
     entry = key(spec, mode, workspace, options) if workspace is not None else None
     if entry and (kept := load_kept(workspace, entry)):
         return kept
     ds, info = prepare_dataset(spec, mode, workspace=workspace, options=options)
-    if entry:
+    if entry and keeping:
         keep(workspace, entry, ds, info)
     return ds, info
+
+
+def keep_prepared(spec: str, mode: str, workspace: Path, options: DataOptions, ds: datasets.Dataset,
+                  info: FormatInfo) -> None:
+    """Keep what a submit's checks prepared, once they have all passed (a refused command writes nothing)."""
+    if (entry := key(spec, mode, workspace, options)) and not (Path(workspace) / FOLDER / entry).is_dir():
+        keep(workspace, entry, ds, info)

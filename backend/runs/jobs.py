@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def submit_run(store: RunStore, config: RunConfig, check: bool = True) -> Run:
     if check:
-        preflight(config, store.workspace)
+        preflight(config, store.workspace, keep_data=True)
     run = store.create_run(pin_paths(config, store.workspace))
     (store.run_dir(run.id) / "config.yaml").write_text(_config_yaml(run.config))
     # before the supervisor appends the worker's output

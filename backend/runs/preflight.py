@@ -51,11 +51,12 @@ def environment_problems(config: RunConfig, workspace: Path, dataset) -> list[st
     return validate_environment(config.environment, workspace, config.rl.environment_timeout_s, row, owns)
 
 
-def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
+def preflight(config: RunConfig, workspace: Path, keep_data: bool = False) -> FormatInfo:
     """Refuse a run before any process starts: the model must be reachable and the dataset trainable.
-    Returns the training dataset's format (what the CLI reports)."""
+    Returns the training dataset's format (what the CLI reports). `keep_data`: a submit's, whose worker loads the
+    prepared dataset (backend/data/kept.py) once every check has passed."""
     from backend.data import DataOptions, DatasetError, generation_rows, prepare_eval_dataset
-    from backend.data.kept import prepare_kept
+    from backend.data.kept import keep_prepared, prepare_kept
     from backend.data.templates import chat_template_problem, template_problem
     from backend.models import ModelError, check_model, local_folder, unknown_modules
     from backend.models.from_run import check_run_model
@@ -82,7 +83,7 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         elif config.tools or config.environment:
             errors += tools_problems(config, tokenizer_folder or model, workspace)
     try:
-        dataset, info = prepare_kept(config.dataset, config.mode, workspace, DataOptions.of(config))
+        dataset, info = prepare_kept(config.dataset, config.mode, workspace, DataOptions.of(config), keeping=False)
     except DatasetError as e:
         dataset = None
         errors.append(f"dataset: {e}")
@@ -122,6 +123,8 @@ def preflight(config: RunConfig, workspace: Path) -> FormatInfo:
         errors.append(why)
     if errors:
         raise ConfigError(errors)
+    if keep_data:
+        keep_prepared(config.dataset, config.mode, workspace, DataOptions.of(config), dataset, info)
     return info
 
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from backend.data import DataOptions, DatasetError
-from backend.data.kept import FOLDER, KEEP, key, prepare_kept
+from backend.data.kept import FOLDER, KEEP, keep_prepared, key, prepare_kept
 
 
 def _write(path, answers):
@@ -52,3 +52,11 @@ def test_only_files_here_are_kept_and_the_newest_entries_stay(tmp_path):
         prepare_kept("d.jsonl", "sft", tmp_path, DataOptions(max_samples=n))
     assert len(_entries(tmp_path)) == KEEP
     assert key("d.jsonl", "sft", tmp_path, DataOptions(max_samples=KEEP + 2)) in _entries(tmp_path)
+
+
+def test_a_check_keeps_nothing_until_it_has_passed(tmp_path):
+    _write(tmp_path / "d.jsonl", ["a", "b"])
+    ds, info = prepare_kept("d.jsonl", "sft", tmp_path, DataOptions(), keeping=False)
+    assert _entries(tmp_path) == []  # a dry run, or a submit its other checks may still refuse
+    keep_prepared("d.jsonl", "sft", tmp_path, DataOptions(), ds, info)
+    assert _entries(tmp_path) == [key("d.jsonl", "sft", tmp_path, DataOptions())]
