@@ -164,7 +164,7 @@ def test_train_says_how_the_dataset_was_read_before_the_run_starts(tmp_path, mon
 
     info = FormatInfo("prompt_completion", ["prompt", "completion"], True, 2, adapter="alpaca → prompt + completion")
     submitted = []
-    monkeypatch.setattr(preflight, "preflight", lambda config, workspace: info)
+    monkeypatch.setattr(preflight, "preflight", lambda config, workspace, **_: info)
     monkeypatch.setattr(jobs, "submit_run", lambda store, config, check=True: submitted.append(check) or
                         type("Run", (), {"id": "20260101-000000-abcd"})())
     assert launch.main(["train", "--detach", "--workspace", str(tmp_path)]) == 0

@@ -55,7 +55,8 @@ def test_train_with_a_trl_option_starts_the_run_with_it(tmp_path, monkeypatch, c
     from backend.runs import jobs, preflight
 
     started = []
-    monkeypatch.setattr(preflight, "preflight", lambda config, workspace: FormatInfo("messages", ["messages"], True, 2))
+    info = FormatInfo("messages", ["messages"], True, 2)
+    monkeypatch.setattr(preflight, "preflight", lambda config, workspace, **_: info)
     monkeypatch.setattr(jobs, "submit_run", lambda store, config, check=True: started.append(config) or
                         type("Run", (), {"id": "20260101-000000-abcd"})())
     assert launch.main(["train", SFT, "--max_steps", "3", "--detach", "--workspace", str(tmp_path)]) == 0
