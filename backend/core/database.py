@@ -40,6 +40,7 @@ class WorkspaceDatabase:
     NAME = "the workspace database"  # in the message of a full disk
     NOTHING_YET = "nothing in {workspace} yet"  # an insert refused while there is no database
     READABLE = "SELECT 1 FROM sqlite_master LIMIT 1"  # a read that shows a store this user cannot write is usable
+    READ_ONLY_USE = "it can be read, not written"  # what a store this user cannot write is still good for
 
     def __init__(self, workspace: str | Path, create: str = "now"):
         """create, when the workspace has no database yet: "now" makes it (and the folder); "on_use" at the first
@@ -207,9 +208,9 @@ class WorkspaceDatabase:
             if not isinstance(e, sqlite3.OperationalError):
                 raise
             if self.read_only and code is not None and code & 0xFF == sqlite3.SQLITE_READONLY:
-                raise WorkspaceError(f"workspace {self.workspace} {self.read_only}: its runs can be listed and "
-                                     "shown, not started, changed or deleted; make it writable, or use another "
-                                     "folder (--workspace DIR or WORKBENCH_WORKSPACE)") from None
+                raise WorkspaceError(f"workspace {self.workspace} {self.read_only}: {self.READ_ONLY_USE}; make it "
+                                     "writable, or use another folder (--workspace DIR or WORKBENCH_WORKSPACE)"
+                                     ) from None
             if code != sqlite3.SQLITE_FULL:
                 raise
             free = shutil.disk_usage(self.workspace).free / 2**20

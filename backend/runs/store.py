@@ -234,6 +234,7 @@ class RunStore(WorkspaceDatabase):
     NAME = "the run store"
     NOTHING_YET = "no runs in {workspace} yet (`launch.py train` starts one)"
     READABLE = "SELECT id FROM runs LIMIT 1"
+    READ_ONLY_USE = "its runs can be listed and shown, not started, changed or deleted"
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         _migrate(db)

@@ -79,6 +79,7 @@ def supervise(run_id: str, workspace: str, fork: Callable[[str, str], int] | Non
             forked = fork is not None and _fork_refusal(run.config, plan, say) is None
             from backend.runs.warm import fork_refusal
 
+            # what needs accelerate's launcher: the fork's reasons but CUDA, which a new process may use
             direct = fork_refusal(run.config, cuda=False, server=plan.serves) is None
             while True:
                 if store.stop_requested(run_id):  # asked while a vLLM server started (or between attempts)
